@@ -1,0 +1,148 @@
+// kiln's public op functions (the C++ API). Each builds an OpCall and sends it through
+// dispatch(); validation and error messages live in the shape rules (ops/shape_rules.cpp)
+// so that every path (C++, Python, tracer replay) checks the same way. Composite ops
+// (zeros, chunk, split, stack, embedding, ...) are written in terms of primitives.
+#pragma once
+
+#include <array>
+#include <optional>
+#include <vector>
+
+#include "runtime/tensor.h"
+
+namespace kiln {
+
+// ---- factories
+struct TensorOptions {
+  DType dtype = DType::Float32;
+  Device device = kCPU;
+  TensorOptions() = default;
+  TensorOptions(DType d) : dtype(d) {}
+  TensorOptions(Device dev) : device(dev) {}
+  TensorOptions(DType d, Device dev) : dtype(d), device(dev) {}
+};
+Tensor empty(const Dims& sizes, TensorOptions opts = {});
+Tensor zeros(const Dims& sizes, TensorOptions opts = {});
+Tensor ones(const Dims& sizes, TensorOptions opts = {});
+Tensor full(const Dims& sizes, const Scalar& value, TensorOptions opts = {});
+Tensor arange(const Scalar& end, TensorOptions opts = {});
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+              TensorOptions opts = {});
+Tensor rand(const Dims& sizes, TensorOptions opts = {});   // U[0, 1)
+Tensor randn(const Dims& sizes, TensorOptions opts = {});  // N(0, 1)
+// Copies host values into a new tensor of dtype dtype_of<T>() with the given sizes
+// (numel must match), on device. Instantiated for bool, int32_t, int64_t, float, double.
+template <class T>
+Tensor from_vector(const std::vector<T>& values, const Dims& sizes, Device device = kCPU);
+Tensor scalar_tensor(const Scalar& value, TensorOptions opts = {});
+
+// The global generator: Philox4x32-10, counter based. The same seed gives the same
+// numbers on the CPU and on CUDA; each call advances the offset.
+void manual_seed(uint64_t seed);
+struct RandomState {
+  uint64_t seed;
+  uint64_t offset;
+};
+RandomState next_random_state();  // the (seed, offset) for the next random op
+
+// ---- pointwise unary
+Tensor neg(const Tensor& x);
+Tensor abs(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor rsqrt(const Tensor& x);
+Tensor sin(const Tensor& x);
+Tensor cos(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x, bool approximate_tanh = false);
+Tensor silu(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+
+// ---- pointwise binary; a scalar may stand on either side
+#define KILN_BINARY_DECL(name)                        \
+  Tensor name(const Tensor& a, const Tensor& b);     \
+  Tensor name(const Tensor& a, const Scalar& b);     \
+  Tensor name(const Scalar& a, const Tensor& b);
+KILN_BINARY_DECL(add)
+KILN_BINARY_DECL(sub)
+KILN_BINARY_DECL(mul)
+KILN_BINARY_DECL(div)
+KILN_BINARY_DECL(pow)
+KILN_BINARY_DECL(maximum)
+KILN_BINARY_DECL(minimum)
+KILN_BINARY_DECL(eq)
+KILN_BINARY_DECL(ne)
+KILN_BINARY_DECL(lt)
+KILN_BINARY_DECL(le)
+KILN_BINARY_DECL(gt)
+KILN_BINARY_DECL(ge)
+#undef KILN_BINARY_DECL
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Scalar& b);
+Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b);
+
+// ---- reductions (empty dims: all dims)
+Tensor sum(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor mean(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor amax(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& x);  // of all elements
+Tensor min(const Tensor& x);
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);  // values only
+Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+Tensor var(const Tensor& x, const Dims& dims = {}, int64_t correction = 1, bool keepdim = false);
+
+// ---- normalization
+Tensor softmax(const Tensor& x, int64_t dim);
+Tensor log_softmax(const Tensor& x, int64_t dim);
+Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+
+// ---- linear algebra, convolution, pooling
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
+Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
+                  std::array<int64_t, 2> stride = {0, 0},  // 0: same as kernel
+                  std::array<int64_t, 2> padding = {0, 0});
+Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
+                  std::array<int64_t, 2> stride = {0, 0}, std::array<int64_t, 2> padding = {0, 0});
+
+// ---- joining, splitting, indexing
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+
+// ---- operators
+Tensor operator-(const Tensor& x);
+#define KILN_OPERATOR_DECL(sym)                              \
+  Tensor operator sym(const Tensor& a, const Tensor& b);     \
+  Tensor operator sym(const Tensor& a, const Scalar& b);     \
+  Tensor operator sym(const Scalar& a, const Tensor& b);
+KILN_OPERATOR_DECL(+)
+KILN_OPERATOR_DECL(-)
+KILN_OPERATOR_DECL(*)
+KILN_OPERATOR_DECL(/)
+KILN_OPERATOR_DECL(==)
+KILN_OPERATOR_DECL(!=)
+KILN_OPERATOR_DECL(<)
+KILN_OPERATOR_DECL(<=)
+KILN_OPERATOR_DECL(>)
+KILN_OPERATOR_DECL(>=)
+#undef KILN_OPERATOR_DECL
+
+// ---- result-type rules (PyTorch's), exposed for the bindings and tests
+DType result_type(const Tensor& a, const Tensor& b);
+DType result_type(const Tensor& a, const Scalar& b);
+
+}  // namespace kiln

@@ -1,0 +1,107 @@
+#include "ops/dispatch.h"
+
+#include "ops/kernels.h"
+#include "runtime/error.h"
+
+namespace kiln {
+namespace {
+
+thread_local DispatchHook* tls_hook = nullptr;
+
+
+}  // namespace
+
+void set_dispatch_hook(DispatchHook* hook) { tls_hook = hook; }
+DispatchHook* dispatch_hook() { return tls_hook; }
+
+void run_kernel(const OpCall& call, const Tensor& out) {
+  const OpFamily family = call.info().family;
+  if (family == OpFamily::ToDevice) {
+    copy_across_devices(call.inputs[0], out);
+    return;
+  }
+  if (out.numel() == 0 && family != OpFamily::IndexSelect) return;
+  const bool cuda = out.device().is_cuda();
+#define KILN_RUN(fn) \
+  if (cuda) cuda::fn(call, out); \
+  else cpu::fn(call, out);       \
+  return;
+  switch (family) {
+    case OpFamily::Unary: KILN_RUN(unary)
+    case OpFamily::Clamp: KILN_RUN(clamp)
+    case OpFamily::Binary: KILN_RUN(binary)
+    case OpFamily::Where: KILN_RUN(where)
+    case OpFamily::Reduce: KILN_RUN(reduce)
+    case OpFamily::Softmax: KILN_RUN(softmax)
+    case OpFamily::LayerNorm: KILN_RUN(layer_norm)
+    case OpFamily::Matmul: KILN_RUN(matmul)
+    case OpFamily::Linear: KILN_RUN(linear)
+    case OpFamily::Conv2d: KILN_RUN(conv2d)
+    case OpFamily::Pool2d: KILN_RUN(pool2d)
+    case OpFamily::Cat: KILN_RUN(cat)
+    case OpFamily::IndexSelect: KILN_RUN(index_select)
+    case OpFamily::Factory: KILN_RUN(factory)
+    case OpFamily::Random: KILN_RUN(random)
+    case OpFamily::ToDevice:
+    case OpFamily::View: return;
+  }
+#undef KILN_RUN
+}
+
+Tensor dispatch(const OpCall& call) {
+  const OutputMeta meta = infer_output(call);
+  if (tls_hook) {
+    Tensor result;
+    if (tls_hook->on_call(call, meta, &result)) return result;
+  }
+  if (call.info().family == OpFamily::View) {
+    return Tensor::make_view(call.inputs[0].storage(), meta.sizes, meta.strides, meta.offset,
+                             meta.dtype);
+  }
+  Tensor out = Tensor::make(meta.sizes, meta.dtype, meta.device);
+  run_kernel(call, out);
+  return out;
+}
+
+void dispatch_into(const OpCall& call, const Tensor& out) {
+  KILN_CHECK(out.defined(), ValueError, "[", call.name(), "] the output tensor is undefined");
+  const OutputMeta meta = infer_output(call);
+  KILN_CHECK(call.info().family != OpFamily::View, Error, "[", call.name(),
+             "] a view op cannot write into an existing tensor");
+  KILN_CHECK(meta.sizes == out.sizes(), ShapeError, "[", call.name(), "] the result of shape ",
+             dims_str(meta.sizes), " cannot be written in place into a tensor of shape ",
+             dims_str(out.sizes()));
+  KILN_CHECK(meta.device == out.device(), DeviceError, "[", call.name(),
+             "] the result on ", meta.device.str(), " cannot be written in place into a tensor on ",
+             out.device().str());
+  // PyTorch's in-place rule: the result dtype must be castable to out's dtype without
+  // changing category (float into int or anything non-bool into bool is refused).
+  const bool ok = meta.dtype == out.dtype() || is_floating(out.dtype()) ||
+                  (is_integral(out.dtype()) && !is_floating(meta.dtype)) ||
+                  call.op == OpId::Cast || call.info().family == OpFamily::Factory;
+  KILN_CHECK(ok, DTypeError, "[", call.name(), "] result dtype ", dtype_name(meta.dtype),
+             " cannot be written in place into a tensor of dtype ", dtype_name(out.dtype()));
+  if (tls_hook && tls_hook->on_call_into(call, out)) return;
+  if (meta.dtype == out.dtype() || call.op == OpId::Cast ||
+      call.info().family == OpFamily::Factory) {
+    run_kernel(call, out);
+    return;
+  }
+  // Compute in the result dtype, then convert into out.
+  Tensor tmp = Tensor::make(meta.sizes, meta.dtype, meta.device);
+  run_kernel(call, tmp);
+  OpCall cast{OpId::Cast, {tmp}, {}, {}};
+  cast.attrs.dtype = out.dtype();
+  run_kernel(cast, out);
+}
+
+Tensor kernel_contiguous(const Tensor& t, DType dtype) {
+  if (t.is_contiguous() && t.dtype() == dtype) return t;
+  Tensor out = Tensor::make(t.sizes(), dtype, t.device());
+  OpCall cast{OpId::Cast, {t}, {}, {}};
+  cast.attrs.dtype = dtype;
+  run_kernel(cast, out);
+  return out;
+}
+
+}  // namespace kiln

@@ -1,0 +1,39 @@
+// The single entry point for every op call, from C++ and Python alike.
+//
+//   dispatch(call)            validates, infers the output metadata (infer_output),
+//                             allocates the output (or builds the view) and runs the
+//                             backend kernel of the inputs' device.
+//   dispatch_into(call, out)  the same, writing into an existing tensor (in-place ops,
+//                             copy_, fill_): out's shape must equal the inferred one
+//                             and its dtype must be able to hold the result.
+//
+// A DispatchHook, when installed, sees each call first (the tracer records or replays
+// there); it may return a result to short-circuit the eager path.
+#pragma once
+
+#include "ops/registry.h"
+
+namespace kiln {
+
+// Shape/dtype/device rule for a call: validates the inputs (throwing kiln errors that
+// name the op, the argument and expected vs actual) and returns the output metadata.
+OutputMeta infer_output(const OpCall& call);
+
+Tensor dispatch(const OpCall& call);
+void dispatch_into(const OpCall& call, const Tensor& out);
+
+// Runs the kernel only (no hook, no validation): out already has the inferred metadata.
+void run_kernel(const OpCall& call, const Tensor& out);
+
+class DispatchHook {
+ public:
+  virtual ~DispatchHook() = default;
+  // Return true and set *result to take over the call.
+  virtual bool on_call(const OpCall& call, const OutputMeta& meta, Tensor* result) = 0;
+  virtual bool on_call_into(const OpCall& call, const Tensor& out) = 0;
+};
+// One hook per thread (the tracer is per thread). Pass nullptr to remove.
+void set_dispatch_hook(DispatchHook* hook);
+DispatchHook* dispatch_hook();
+
+}  // namespace kiln

@@ -1,0 +1,54 @@
+// The backend kernel interface: one function per op family and backend. The
+// dispatcher calls them with validated calls and outputs already allocated with the
+// inferred metadata (out may be a strided view for in-place ops). Kernels switch on
+// call.op within their family; they only assert, never validate user input.
+#pragma once
+
+#include "ops/registry.h"
+
+namespace kiln {
+
+#define KILN_DECLARE_FAMILY_KERNELS(ns)                                 \
+  namespace ns {                                                        \
+  void unary(const OpCall& call, const Tensor& out);     /* + Cast */   \
+  void clamp(const OpCall& call, const Tensor& out);                    \
+  void binary(const OpCall& call, const Tensor& out);                   \
+  void where(const OpCall& call, const Tensor& out);                    \
+  void reduce(const OpCall& call, const Tensor& out);                   \
+  void softmax(const OpCall& call, const Tensor& out);                  \
+  void layer_norm(const OpCall& call, const Tensor& out);               \
+  void matmul(const OpCall& call, const Tensor& out);                   \
+  void linear(const OpCall& call, const Tensor& out);                   \
+  void conv2d(const OpCall& call, const Tensor& out);                   \
+  void pool2d(const OpCall& call, const Tensor& out);                   \
+  void cat(const OpCall& call, const Tensor& out);                      \
+  void index_select(const OpCall& call, const Tensor& out);             \
+  void factory(const OpCall& call, const Tensor& out);                  \
+  void random(const OpCall& call, const Tensor& out);                   \
+  }
+
+KILN_DECLARE_FAMILY_KERNELS(cpu)
+KILN_DECLARE_FAMILY_KERNELS(cuda)
+
+#undef KILN_DECLARE_FAMILY_KERNELS
+
+// For kernels that need packed inputs: a contiguous copy of t converted to dtype, made
+// on t's device by the Cast kernel directly (no dispatch hook, nothing recorded).
+// Returns t itself when it already is contiguous with that dtype.
+Tensor kernel_contiguous(const Tensor& t, DType dtype);
+inline Tensor kernel_contiguous(const Tensor& t) { return kernel_contiguous(t, t.dtype()); }
+
+// Conventions the dispatcher guarantees to kernels (normalized in ops/api.cpp and
+// checked in ops/shape_rules.cpp):
+//  - attrs.dim is non-negative and in range for the op's input (softmax, cat, ...).
+//  - Reduce: attrs.dims lists the reduced dims, non-negative, sorted, unique; every dim
+//    when the user named none (empty only for a 0-dim input). Argmax has at most one.
+//  - Pool2d: kernel, stride (defaulted to kernel) and padding are filled in.
+//  - Inputs may have any strides (expanded 0-strides, transposes, offsets) and dtypes
+//    different from the output's; out may be a strided view (in-place ops).
+
+// Device transfers (ToDevice family): copies src into out across devices; src and out
+// have the same shape and dtype and out is contiguous. Implemented by the CUDA runtime.
+void copy_across_devices(const Tensor& src, const Tensor& out);
+
+}  // namespace kiln

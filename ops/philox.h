@@ -1,0 +1,66 @@
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"), the
+// counter-based generator behind rand/randn. Element i of a random op with state
+// (seed, offset) uses counter (i_lo, i_hi, offset_lo, offset_hi) and key (seed_lo,
+// seed_hi), so every element is independent of every other and of the device: the
+// CPU and CUDA kernels produce bit-identical uniform integers.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/macros.h"
+
+namespace kiln::philox {
+
+struct Uint4 {
+  uint32_t x, y, z, w;
+};
+
+KILN_HD uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
+  uint64_t p = static_cast<uint64_t>(a) * b;
+  *hi = static_cast<uint32_t>(p >> 32);
+  return static_cast<uint32_t>(p);
+}
+
+KILN_HD Uint4 philox4x32_10(Uint4 ctr, uint32_t k0, uint32_t k1) {
+  constexpr uint32_t kM0 = 0xD2511F53u, kM1 = 0xCD9E8D57u;
+  constexpr uint32_t kW0 = 0x9E3779B9u, kW1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    uint32_t hi0, hi1;
+    uint32_t lo0 = mulhilo(kM0, ctr.x, &hi0);
+    uint32_t lo1 = mulhilo(kM1, ctr.z, &hi1);
+    ctr = Uint4{hi1 ^ ctr.y ^ k0, lo1, hi0 ^ ctr.w ^ k1, lo0};
+    k0 += kW0;
+    k1 += kW1;
+  }
+  return ctr;
+}
+
+KILN_HD Uint4 draw(uint64_t seed, uint64_t offset, uint64_t index) {
+  Uint4 ctr{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32),
+            static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)};
+  return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// Uniform in [0, 1) from 24 random bits (exact in float).
+KILN_HD float uniform(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+// Uniform in [0, 1) with 53 bits for double outputs.
+KILN_HD double uniform_double(uint32_t a, uint32_t b) {
+  uint64_t bits = (static_cast<uint64_t>(a) << 21) ^ static_cast<uint64_t>(b >> 11);
+  return static_cast<double>(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+// Element index's value of rand / randn, computed in double so that every dtype and
+// device rounds the same number.
+KILN_HD double rand_value(uint64_t seed, uint64_t offset, uint64_t index) {
+  Uint4 r = draw(seed, offset, index);
+  return uniform_double(r.x, r.y);
+}
+KILN_HD double randn_value(uint64_t seed, uint64_t offset, uint64_t index) {
+  Uint4 r = draw(seed, offset, index);
+  double u1 = uniform_double(r.x, r.y);
+  double u2 = uniform_double(r.z, r.w);
+  // Box-Muller; 1 - u1 lies in (0, 1] so the log is finite.
+  return ::sqrt(-2.0 * ::log(1.0 - u1)) * ::cos(6.283185307179586 * u2);
+}
+
+}  // namespace kiln::philox

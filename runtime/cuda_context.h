@@ -1,0 +1,40 @@
+// The CUDA side of the runtime: GPU detection at run time (no link against the
+// driver; a machine with no driver or no GPU simply reports zero devices), one
+// stream per device, a caching device allocator (no cudaMalloc per op), copies.
+// Work is asynchronous on each device's stream; synchronize() and the host copies
+// are the only places the host waits. When kiln is built without the CUDA toolkit,
+// every function here behaves as on a machine with no GPU.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace kiln::cuda_context {
+
+bool built_with_cuda();
+int device_count();     // 0 without a driver or GPU (never throws)
+bool is_available();    // device_count() > 0
+std::string device_name(int device);
+
+// Throws DeviceError when the device does not exist, OutOfMemoryError (naming the
+// size asked for and the memory in use) when even after freeing the cache it fails.
+void* allocate(size_t nbytes, int device);
+void release(void* ptr, size_t nbytes, int device);
+void empty_cache();
+size_t cached_bytes(int device);
+size_t allocated_bytes(int device);
+
+// The stream every kiln op on this device runs on (a cudaStream_t).
+void* stream(int device);
+void synchronize(int device);
+
+// Copies; host<->device copies synchronize the stream before returning.
+void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device);
+void copy_device_to_host(void* dst, const void* src, size_t nbytes, int device);
+void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
+                           size_t nbytes);
+
+// Throws BackendError with the CUDA error's name if the last launch failed.
+void check_last_launch(const char* op);
+
+}  // namespace kiln::cuda_context

@@ -1,0 +1,114 @@
+// Tensor: a cheap-to-copy handle (shared ownership) to a TensorImpl, which views a
+// Storage through sizes, strides (in elements) and an element offset. Views share the
+// storage. Every method that computes something goes through the op dispatcher
+// (ops/dispatch.h), so the tracer sees it; metadata accessors do not.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/device.h"
+#include "runtime/dims.h"
+#include "runtime/dtype.h"
+#include "runtime/scalar.h"
+#include "runtime/storage.h"
+
+namespace kiln {
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  Dims sizes;
+  Dims strides;  // in elements
+  DType dtype = DType::Float32;
+  int64_t numel = 0;
+  bool contiguous = true;
+
+  void refresh();  // recomputes numel and contiguous from sizes/strides
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A fresh, uninitialized, contiguous tensor (allocates; no op is recorded).
+  static Tensor make(const Dims& sizes, DType dtype, Device device);
+  // A view of storage (no copy); checks the view fits in the storage.
+  static Tensor make_view(std::shared_ptr<Storage> storage, const Dims& sizes,
+                          const Dims& strides, int64_t offset, DType dtype);
+
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+  // ---- metadata
+  const Dims& sizes() const { return impl_->sizes; }
+  const Dims& shape() const { return impl_->sizes; }
+  const Dims& strides() const { return impl_->strides; }
+  int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+  int64_t size(int64_t d) const;    // negative d counts from the end
+  int64_t stride(int64_t d) const;  // negative d counts from the end
+  int64_t numel() const { return impl_->numel; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->storage->device(); }
+  int64_t storage_offset() const { return impl_->offset; }
+  int64_t element_size() const { return itemsize(impl_->dtype); }
+  bool is_contiguous() const { return impl_->contiguous; }
+  bool is_cuda() const { return device().is_cuda(); }
+  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  void* data_ptr() const {
+    return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
+  }
+  template <class T> T* data() const { return static_cast<T*>(data_ptr()); }
+  std::string str() const;        // values, PyTorch-like ("tensor([[1., 2.], ...])")
+  std::string meta_str() const;   // "float32[2, 3] cpu"
+
+  // ---- views (share storage)
+  Tensor view(const Dims& sizes) const;      // one -1 allowed
+  Tensor reshape(const Dims& sizes) const;   // view if possible, else a copy
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;                          // 2-D transpose (or no-op for <2 dims)
+  Tensor permute(const Dims& order) const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Dims& sizes) const;    // -1 keeps a dim
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+
+  // ---- copies and conversions
+  Tensor contiguous() const;  // this if already contiguous
+  Tensor clone() const;
+  Tensor to(Device device) const;  // this if already there
+  Tensor to(DType dtype) const;    // this if already that dtype
+  Tensor cpu() const { return to(kCPU); }
+  Tensor cuda(int index = 0) const;
+  Scalar item() const;  // one element; syncs with the device
+  template <class T> T item() const { return item().to<T>(); }
+  // Host copy of all elements converted to T, row-major (syncs).
+  template <class T> std::vector<T> to_vector() const;
+
+  // ---- in place (return *this)
+  Tensor& copy_(const Tensor& src);  // broadcasts src, converts dtype, crosses devices
+  Tensor& fill_(const Scalar& value);
+  Tensor& zero_();
+  Tensor& add_(const Tensor& other);
+  Tensor& add_(const Scalar& other);
+  Tensor& sub_(const Tensor& other);
+  Tensor& sub_(const Scalar& other);
+  Tensor& mul_(const Tensor& other);
+  Tensor& mul_(const Scalar& other);
+  Tensor& div_(const Tensor& other);
+  Tensor& div_(const Scalar& other);
+  Tensor& clamp_(const Scalar& min, const Scalar& max);
+  Tensor& relu_();
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+}  // namespace kiln
