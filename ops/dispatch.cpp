@@ -7,12 +7,28 @@ namespace kiln {
 namespace {
 
 thread_local DispatchHook* tls_hook = nullptr;
+thread_local bool tls_hook_initialized = false;
+DispatchHookFactory g_hook_factory = nullptr;
 
+DispatchHook* current_hook() {
+  if (!tls_hook_initialized) {
+    tls_hook_initialized = true;
+    if (g_hook_factory) tls_hook = g_hook_factory();
+  }
+  return tls_hook;
+}
 
 }  // namespace
 
-void set_dispatch_hook(DispatchHook* hook) { tls_hook = hook; }
-DispatchHook* dispatch_hook() { return tls_hook; }
+void set_dispatch_hook(DispatchHook* hook) {
+  tls_hook_initialized = true;
+  tls_hook = hook;
+}
+DispatchHook* dispatch_hook() { return current_hook(); }
+void set_dispatch_hook_factory(DispatchHookFactory factory) { g_hook_factory = factory; }
+
+NoHookScope::NoHookScope() : saved_(current_hook()) { tls_hook = nullptr; }
+NoHookScope::~NoHookScope() { tls_hook = saved_; }
 
 void run_kernel(const OpCall& call, const Tensor& out) {
   const OpFamily family = call.info().family;
@@ -50,10 +66,14 @@ void run_kernel(const OpCall& call, const Tensor& out) {
 
 Tensor dispatch(const OpCall& call) {
   const OutputMeta meta = infer_output(call);
-  if (tls_hook) {
+  if (DispatchHook* hook = current_hook()) {
     Tensor result;
-    if (tls_hook->on_call(call, meta, &result)) return result;
+    if (hook->on_call(call, meta, &result)) return result;
   }
+  return execute(call, meta);
+}
+
+Tensor execute(const OpCall& call, const OutputMeta& meta) {
   if (call.info().family == OpFamily::View) {
     return Tensor::make_view(call.inputs[0].storage(), meta.sizes, meta.strides, meta.offset,
                              meta.dtype);
@@ -81,7 +101,13 @@ void dispatch_into(const OpCall& call, const Tensor& out) {
                   call.op == OpId::Cast || call.info().family == OpFamily::Factory;
   KILN_CHECK(ok, DTypeError, "[", call.name(), "] result dtype ", dtype_name(meta.dtype),
              " cannot be written in place into a tensor of dtype ", dtype_name(out.dtype()));
-  if (tls_hook && tls_hook->on_call_into(call, out)) return;
+  if (DispatchHook* hook = current_hook()) {
+    if (hook->on_call_into(call, meta, out)) return;
+  }
+  execute_into(call, meta, out);
+}
+
+void execute_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) {
   if (meta.dtype == out.dtype() || call.op == OpId::Cast ||
       call.info().family == OpFamily::Factory) {
     run_kernel(call, out);

@@ -24,16 +24,37 @@ void dispatch_into(const OpCall& call, const Tensor& out);
 
 // Runs the kernel only (no hook, no validation): out already has the inferred metadata.
 void run_kernel(const OpCall& call, const Tensor& out);
+// The eager tail of dispatch / dispatch_into for a validated call (no hook): builds the
+// view or allocates the output and runs the kernel.
+Tensor execute(const OpCall& call, const OutputMeta& meta);
+void execute_into(const OpCall& call, const OutputMeta& meta, const Tensor& out);
 
 class DispatchHook {
  public:
   virtual ~DispatchHook() = default;
   // Return true and set *result to take over the call.
   virtual bool on_call(const OpCall& call, const OutputMeta& meta, Tensor* result) = 0;
-  virtual bool on_call_into(const OpCall& call, const Tensor& out) = 0;
+  // Return true to take over an in-place call (out is written by the hook, now or lazily).
+  virtual bool on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) = 0;
 };
 // One hook per thread (the tracer is per thread). Pass nullptr to remove.
 void set_dispatch_hook(DispatchHook* hook);
 DispatchHook* dispatch_hook();
+// Creates a thread's hook on its first dispatch (the tracer registers itself here).
+using DispatchHookFactory = DispatchHook* (*)();
+void set_dispatch_hook_factory(DispatchHookFactory factory);
+
+// While alive, calls on this thread bypass the hook (kiln's own host reads use it so
+// that reading a value does not record ops).
+class NoHookScope {
+ public:
+  NoHookScope();
+  ~NoHookScope();
+  NoHookScope(const NoHookScope&) = delete;
+  NoHookScope& operator=(const NoHookScope&) = delete;
+
+ private:
+  DispatchHook* saved_;
+};
 
 }  // namespace kiln

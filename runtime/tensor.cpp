@@ -32,6 +32,7 @@ Tensor Tensor::make(const Dims& sizes, DType dtype, Device device) {
   impl->dtype = dtype;
   impl->numel = dims_numel(sizes);
   impl->contiguous = true;
+  impl->device = device;
   impl->storage = Storage::allocate(static_cast<size_t>(impl->numel * itemsize(dtype)), device);
   return Tensor(std::move(impl));
 }
@@ -58,6 +59,7 @@ Tensor Tensor::make_view(std::shared_ptr<Storage> storage, const Dims& sizes, co
   impl->sizes = sizes;
   impl->strides = strides;
   impl->dtype = dtype;
+  impl->device = impl->storage->device();
   impl->refresh();
   return Tensor(std::move(impl));
 }
@@ -114,9 +116,10 @@ void format_values(std::ostringstream& os, const std::vector<double>& values, co
 
 }  // namespace
 
-std::string Tensor::str() const {
+std::string Tensor::str(std::source_location loc) const {
   if (!defined()) return "tensor(undefined)";
-  std::vector<double> values = to_vector<double>();
+  lazy::sync("printing a tensor", SourceSite::from(loc));
+  std::vector<double> values = to_vector<double>(loc);
   std::ostringstream os;
   os << "tensor(";
   int64_t index = 0;
@@ -275,25 +278,28 @@ Tensor Tensor::to(Device device) const {
 
 Tensor Tensor::cuda(int index) const { return to(Device(DeviceType::CUDA, index)); }
 
-template <class T> std::vector<T> Tensor::to_vector() const {
+template <class T> std::vector<T> Tensor::to_vector(std::source_location loc) const {
+  lazy::sync("reading values on the host", SourceSite::from(loc));
+  NoHookScope host_read;  // the copy below is kiln's own work, not the user's op stream
   constexpr DType target = dtype_of<T>();
   Tensor host = to(kCPU).to(target).contiguous();
   std::vector<T> out(static_cast<size_t>(host.numel()));
   if (!out.empty()) std::memcpy(out.data(), host.data_ptr(), out.size() * sizeof(T));
   return out;
 }
-template std::vector<float> Tensor::to_vector<float>() const;
-template std::vector<double> Tensor::to_vector<double>() const;
-template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
-template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
-template std::vector<Half> Tensor::to_vector<Half>() const;
-template std::vector<BFloat16> Tensor::to_vector<BFloat16>() const;
+template std::vector<float> Tensor::to_vector<float>(std::source_location) const;
+template std::vector<double> Tensor::to_vector<double>(std::source_location) const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>(std::source_location) const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>(std::source_location) const;
+template std::vector<Half> Tensor::to_vector<Half>(std::source_location) const;
+template std::vector<BFloat16> Tensor::to_vector<BFloat16>(std::source_location) const;
 
-Scalar Tensor::item() const {
+Scalar Tensor::item(std::source_location loc) const {
   KILN_CHECK(numel() == 1, ValueError, "[item] only a tensor with one element can be converted "
              "to a scalar, got shape ", dims_str(sizes()), " (", numel(), " elements)");
-  if (is_floating(dtype())) return Scalar(to_vector<double>()[0]);
-  const int64_t v = to_vector<int64_t>()[0];
+  lazy::sync("item() reads a value on the host", SourceSite::from(loc));
+  if (is_floating(dtype())) return Scalar(to_vector<double>(loc)[0]);
+  const int64_t v = to_vector<int64_t>(loc)[0];
   if (dtype() == DType::Bool) return Scalar(v != 0);
   return Scalar(v);
 }

@@ -5,25 +5,29 @@
 #pragma once
 
 #include <memory>
+#include <source_location>
 #include <string>
 #include <vector>
 
 #include "runtime/device.h"
 #include "runtime/dims.h"
 #include "runtime/dtype.h"
+#include "runtime/lazy.h"
 #include "runtime/scalar.h"
 #include "runtime/storage.h"
 
 namespace kiln {
 
 struct TensorImpl {
-  std::shared_ptr<Storage> storage;
+  std::shared_ptr<Storage> storage;  // null while the value is lazy (see runtime/lazy.h)
   int64_t offset = 0;  // in elements
   Dims sizes;
   Dims strides;  // in elements
   DType dtype = DType::Float32;
+  Device device;
   int64_t numel = 0;
   bool contiguous = true;
+  std::shared_ptr<PendingValue> pending;  // set while a replaying trace owes this value
 
   void refresh();  // recomputes numel and contiguous from sizes/strides
 };
@@ -52,17 +56,24 @@ class Tensor {
   int64_t stride(int64_t d) const;  // negative d counts from the end
   int64_t numel() const { return impl_->numel; }
   DType dtype() const { return impl_->dtype; }
-  Device device() const { return impl_->storage->device(); }
+  Device device() const { return impl_->device; }
   int64_t storage_offset() const { return impl_->offset; }
   int64_t element_size() const { return itemsize(impl_->dtype); }
   bool is_contiguous() const { return impl_->contiguous; }
   bool is_cuda() const { return device().is_cuda(); }
-  const std::shared_ptr<Storage>& storage() const { return impl_->storage; }
+  bool is_lazy() const { return impl_->storage == nullptr; }
+  // Memory accessors run pending lazy work first, so they never see a missing value.
+  const std::shared_ptr<Storage>& storage() const {
+    if (lazy::tls_pending) lazy::flush();
+    return impl_->storage;
+  }
   void* data_ptr() const {
+    if (lazy::tls_pending) lazy::flush();
     return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
   }
   template <class T> T* data() const { return static_cast<T*>(data_ptr()); }
-  std::string str() const;        // values, PyTorch-like ("tensor([[1., 2.], ...])")
+  // Values, PyTorch-like ("tensor([[1.0000, 2.0000]])"); a sync point.
+  std::string str(std::source_location loc = std::source_location::current()) const;
   std::string meta_str() const;   // "float32[2, 3] cpu"
 
   // ---- views (share storage)
@@ -87,10 +98,14 @@ class Tensor {
   Tensor to(DType dtype) const;    // this if already that dtype
   Tensor cpu() const { return to(kCPU); }
   Tensor cuda(int index = 0) const;
-  Scalar item() const;  // one element; syncs with the device
-  template <class T> T item() const { return item().to<T>(); }
-  // Host copy of all elements converted to T, row-major (syncs).
-  template <class T> std::vector<T> to_vector() const;
+  // One element as a host number; a sync point (ends the current trace).
+  Scalar item(std::source_location loc = std::source_location::current()) const;
+  template <class T> T item(std::source_location loc = std::source_location::current()) const {
+    return item(loc).to<T>();
+  }
+  // Host copy of all elements converted to T, row-major; a sync point.
+  template <class T>
+  std::vector<T> to_vector(std::source_location loc = std::source_location::current()) const;
 
   // ---- in place (return *this)
   Tensor& copy_(const Tensor& src);  // broadcasts src, converts dtype, crosses devices

@@ -1,0 +1,25 @@
+#include "runtime/lazy.h"
+
+namespace kiln::lazy {
+namespace {
+FlushFn g_flush = nullptr;
+SyncFn g_sync = nullptr;
+}  // namespace
+
+thread_local bool tls_pending = false;
+
+void set_hooks(FlushFn flush_fn, SyncFn sync_fn) {
+  g_flush = flush_fn;
+  g_sync = sync_fn;
+}
+
+void flush() {
+  if (tls_pending && g_flush) g_flush();
+}
+
+void sync(const char* reason, const SourceSite& site) {
+  if (g_sync) g_sync(reason, site);
+  else flush();
+}
+
+}  // namespace kiln::lazy

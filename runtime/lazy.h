@@ -1,0 +1,45 @@
+// The seam between tensors and the tracer. While a hot trace replays, ops return lazy
+// tensors: a TensorImpl with metadata but no storage yet, whose value the plan computes
+// at the next trace boundary. Reading any tensor's memory while lazy work is pending
+// (data_ptr(), storage(), a sync point such as item()) first runs that work, so a
+// reader never sees a stale or missing value.
+#pragma once
+
+#include <cstdint>
+#include <source_location>
+
+namespace kiln {
+
+// Where user code stands: a C++ std::source_location, or a Python frame (the bindings
+// provide one through set_python_site_provider in tracer/).
+struct SourceSite {
+  const char* file = "";
+  int line = 0;
+  const char* function = "";
+  static SourceSite from(const std::source_location& loc) {
+    return SourceSite{loc.file_name(), static_cast<int>(loc.line()), loc.function_name()};
+  }
+};
+
+// Marker base for the tracer's per-value record attached to a lazy TensorImpl.
+struct PendingValue {
+  virtual ~PendingValue() = default;
+};
+
+namespace lazy {
+
+// True while this thread has lazy work that has not run yet.
+extern thread_local bool tls_pending;
+
+// Installed by the tracer. flush runs the pending work; sync additionally reports a
+// trace boundary caused by reading a value on the host (reason: "item()", ...).
+using FlushFn = void (*)();
+using SyncFn = void (*)(const char* reason, const SourceSite& site);
+void set_hooks(FlushFn flush, SyncFn sync);
+
+void flush();  // runs pending lazy work (no-op when none)
+// Called at every host sync point with the user's location; a trace boundary.
+void sync(const char* reason, const SourceSite& site);
+
+}  // namespace lazy
+}  // namespace kiln

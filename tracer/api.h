@@ -1,0 +1,63 @@
+// The tracer's public API (C++; Python mirrors it in kiln/_tracer.py).
+//
+//   tracer::set_enabled(false)        stop automatic tracing of eager code (on by default,
+//                                     KILN_TRACE=0); regions and compile() still trace
+//   tracer::Region r({"step"});       a scoped region: its entry and exit are trace
+//                                     boundaries; warmup and fullgraph apply inside
+//   auto f = tracer::compile(fn, {.warmup = 3, .fullgraph = true});
+//                                     fn wrapped in a region on every call
+//   tracer::explain().table()         traces, graph breaks with their cost, recompiles
+//   tracer::reset()                   forget every trace of this thread
+//
+// fullgraph=true turns the first graph break inside the region into a GraphBreakError
+// naming the reason and the user's source location.
+#pragma once
+
+#include <exception>
+#include <source_location>
+#include <utility>
+
+#include "runtime/error.h"
+#include "tracer/recorder.h"
+#include "tracer/report.h"
+
+namespace kiln {
+
+class GraphBreakError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace tracer {
+
+void set_enabled(bool on);
+bool enabled();
+ExplainReport explain();
+void reset();
+// Runs pending lazy work now (no trace boundary).
+void flush();
+
+class Region {
+ public:
+  explicit Region(RegionOptions options = {},
+                  std::source_location loc = std::source_location::current());
+  ~Region() noexcept(false);  // the exit boundary runs the plan, which may throw
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+
+ private:
+  int uncaught_;
+};
+
+// Wraps fn so that each call runs inside a Region with these options.
+template <class F>
+auto compile(F fn, RegionOptions options = {},
+             std::source_location loc = std::source_location::current()) {
+  return [fn = std::move(fn), options = std::move(options), loc](auto&&... args) {
+    Region region(options, loc);
+    return fn(std::forward<decltype(args)>(args)...);
+  };
+}
+
+}  // namespace tracer
+}  // namespace kiln

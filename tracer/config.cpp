@@ -1,0 +1,75 @@
+#include "tracer/config.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <sstream>
+
+#include "runtime/error.h"
+
+namespace kiln::tracer {
+namespace {
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long n = std::strtol(v, &end, 10);
+  return (*end == '\0' && n >= 0) ? static_cast<int>(n) : fallback;
+}
+
+TracerConfig load() {
+  TracerConfig c;
+  const char* trace = std::getenv("KILN_TRACE");
+  c.auto_trace = !(trace && std::string(trace) == "0");
+  c.warmup = std::max(1, env_int("KILN_WARMUP", 2));
+  c.recompile_limit = env_int("KILN_RECOMPILE_LIMIT", 8);
+  c.max_trace_length = std::max(2, env_int("KILN_MAX_TRACE", 4096));
+  c.verify = env_int("KILN_VERIFY", 0) != 0;
+  if (const char* logs = std::getenv("KILN_LOGS")) {
+    try {
+      c.log_mask = parse_log_categories(logs);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "[kiln] ignoring KILN_LOGS: %s\n", e.what());
+    }
+  }
+  if (const char* file = std::getenv("KILN_LOGFILE")) {
+    if (std::FILE* f = std::fopen(file, "a")) c.log_file = f;
+  }
+  return c;
+}
+
+}  // namespace
+
+TracerConfig& config() {
+  static TracerConfig c = load();
+  return c;
+}
+
+unsigned parse_log_categories(const std::string& spec) {
+  unsigned mask = 0;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    if (item == "graph_breaks") mask |= kLogGraphBreaks;
+    else if (item == "recompiles") mask |= kLogRecompiles;
+    else if (item == "guards") mask |= kLogGuards;
+    else if (item == "trace") mask |= kLogTrace;
+    else if (item == "perf") mask |= kLogPerf;
+    else if (item == "all") mask |= ~0u;
+    else
+      throw ValueError("[KILN_LOGS] unknown log category '" + item +
+                       "' (expected graph_breaks, recompiles, guards, trace, perf or all)");
+  }
+  return mask;
+}
+
+void log_line(LogCategory category, const std::string& line) {
+  if (!logging(category)) return;
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  std::fprintf(config().log_file, "[kiln] %s\n", line.c_str());
+  std::fflush(config().log_file);
+}
+
+}  // namespace kiln::tracer

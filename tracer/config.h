@@ -1,0 +1,43 @@
+// Tracer settings, read once from the environment at first use and changeable through
+// the API afterwards:
+//   KILN_TRACE=0            no automatic tracing (explicit regions and compile() still trace)
+//   KILN_WARMUP=N           times a trace must be seen before it compiles (default 2)
+//   KILN_RECOMPILE_LIMIT=N  recompiles per trace before it stays eager (default 8)
+//   KILN_MAX_TRACE=N        longest trace in ops (default 4096)
+//   KILN_VERIFY=1           run each replay eagerly too and raise on a mismatch
+//   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf (or all)
+//   KILN_LOGFILE=path       where log lines go (default stderr)
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+namespace kiln::tracer {
+
+enum LogCategory : unsigned {
+  kLogGraphBreaks = 1u << 0,
+  kLogRecompiles = 1u << 1,
+  kLogGuards = 1u << 2,
+  kLogTrace = 1u << 3,
+  kLogPerf = 1u << 4,
+};
+
+struct TracerConfig {
+  bool auto_trace = true;
+  int warmup = 2;
+  int recompile_limit = 8;
+  int max_trace_length = 4096;
+  bool verify = false;
+  unsigned log_mask = 0;
+  std::FILE* log_file = stderr;
+};
+
+TracerConfig& config();
+// Parses "graph_breaks,recompiles" into a mask; unknown names throw ValueError.
+unsigned parse_log_categories(const std::string& spec);
+
+// Writes "[kiln] <line>" if the category is enabled.
+void log_line(LogCategory category, const std::string& line);
+inline bool logging(LogCategory category) { return (config().log_mask & category) != 0; }
+
+}  // namespace kiln::tracer

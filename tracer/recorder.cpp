@@ -1,0 +1,568 @@
+#include "tracer/recorder.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/error.h"
+#include "tracer/api.h"
+#include "tracer/config.h"
+
+namespace kiln::tracer {
+namespace {
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct LazyToken final : PendingValue {};
+
+// Sets a flag for the duration of a scope (re-entrancy guard).
+class FlagScope {
+ public:
+  explicit FlagScope(bool& flag) : flag_(flag), saved_(flag) { flag_ = true; }
+  ~FlagScope() { flag_ = saved_; }
+  FlagScope(const FlagScope&) = delete;
+  FlagScope& operator=(const FlagScope&) = delete;
+
+ private:
+  bool& flag_;
+  bool saved_;
+};
+
+DispatchHook* make_hook() { return &TraceRecorder::current(); }
+void flush_hook() { TraceRecorder::current().flush(); }
+void sync_hook(const char* reason, const SourceSite& site) {
+  TraceRecorder::current().on_sync(reason, current_site(site));
+}
+
+struct Registration {
+  Registration() {
+    set_dispatch_hook_factory(make_hook);
+    lazy::set_hooks(flush_hook, sync_hook);
+  }
+} registration;
+
+// Largest |a - b| relative to max |b|, over all elements (host read, untraced).
+double relative_error(const Tensor& a, const Tensor& b) {
+  NoHookScope untraced;
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double err = 0, scale = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) != std::isnan(y[i])) return INFINITY;
+    if (std::isnan(x[i])) continue;
+    err = std::max(err, std::abs(x[i] - y[i]));
+    scale = std::max(scale, std::abs(y[i]));
+  }
+  return err / std::max(scale, 1e-30);
+}
+
+}  // namespace
+
+const char* break_reason_text(BreakReason reason) {
+  switch (reason) {
+#define KILN_BREAK(id, phase, text) \
+  case BreakReason::id: return text;
+#include "tracer/break_reasons.def"
+#undef KILN_BREAK
+  }
+  return "?";
+}
+
+TraceRecorder::TraceRecorder() : enabled_(config().auto_trace) {}
+TraceRecorder::~TraceRecorder() = default;
+
+TraceRecorder& TraceRecorder::current() {
+  thread_local TraceRecorder recorder;
+  return recorder;
+}
+
+bool TraceRecorder::on_call(const OpCall& call, const OutputMeta& meta, Tensor* result) {
+  if (!active() || in_boundary_) return false;
+  return handle(call, meta, nullptr, result);
+}
+
+bool TraceRecorder::on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) {
+  if (!active() || in_boundary_) return false;
+  return handle(call, meta, &out, nullptr);
+}
+
+bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                           Tensor* result) {
+  if (call.op == OpId::ToDevice && meta.device.is_cpu() && !call.inputs[0].device().is_cpu()) {
+    on_sync(std::string("a copy to the host (.cpu() / .to(\"cpu\")) ") +
+                break_reason_text(BreakReason::CopyToHost),
+            current_site());
+    return false;  // runs eagerly, outside any trace
+  }
+  std::vector<Tensor> new_externals;
+  TraceOp op;
+  if (mode_ == Mode::Idle) {
+    op = describe(call, meta, target, &new_externals, true);
+    begin_walk(op);
+  } else {
+    op = describe(call, meta, target, &new_externals, false);
+    TraceNode* child = mode_ == Mode::Replay ? node_->find_child(op) : nullptr;
+    const bool continues = child && child->plans_below > 0;
+    TraceOp fresh;
+    std::vector<Tensor> fresh_externals;
+    if (!continues && closes_loop(call, meta, target, op, &fresh, &fresh_externals)) {
+      end_walk(Boundary::Loop, "", {});
+      op = std::move(fresh);
+      new_externals = std::move(fresh_externals);
+      begin_walk(op);
+    }
+    if (mode_ != Mode::Idle && node_->depth >= config().max_trace_length) {
+      end_walk(Boundary::Break,
+               detail::cat(break_reason_text(BreakReason::TraceTooLong), " of ",
+                           config().max_trace_length, " ops"),
+               current_site());
+      new_externals.clear();
+      op = describe(call, meta, target, &new_externals, true);
+      begin_walk(op);
+    }
+  }
+
+  if (mode_ == Mode::Eager) return false;
+  if (mode_ == Mode::Replay) {
+    TraceNode* child = node_->find_child(op);
+    if (child && child->plans_below > 0) {
+      Tensor value = target ? *target : make_lazy(meta);
+      node_ = child;
+      commit(op, call, new_externals, value, target);
+      ++ops_replayed_;
+      if (result) *result = value;
+      return true;
+    }
+    std::string why;
+    for (const auto& c : node_->children) {
+      const std::string d = c->op.guard_diff(op);
+      if (!d.empty()) {
+        why = "guard failed: " + d;
+        break;
+      }
+    }
+    if (why.empty()) {
+      why = detail::cat(break_reason_text(BreakReason::Diverged), " at op ", node_->depth + 1,
+                        ": expected ",
+                        node_->children.empty() ? std::string("the trace to end")
+                                                : std::string(op_name(node_->children[0]->op.op)),
+                        ", got ", op_name(op.op));
+    }
+    side_exit(why);
+  }
+  // Record: run eagerly now and append to the trie.
+  const int64_t start = now_ns();
+  Tensor value;
+  if (target) {
+    execute_into(call, meta, *target);
+    value = *target;
+  } else {
+    value = execute(call, meta);
+  }
+  walk_eager_ns_ += now_ns() - start;
+  TraceNode* child = node_->find_child(op);
+  node_ = child ? child : node_->add_child(op);
+  commit(op, call, new_externals, value, target);
+  ++ops_recorded_;
+  if (result) *result = value;
+  return true;
+}
+
+bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                                const TraceOp& op, TraceOp* fresh,
+                                std::vector<Tensor>* fresh_externals) {
+  if (node_ == &root_) return false;
+  for (const InputRef& r : op.inputs)
+    if (r.kind != InputRef::Kind::External) return false;
+  if (op.in_place && op.target.kind != InputRef::Kind::External) return false;
+  *fresh = describe(call, meta, target, fresh_externals, true);
+  if (fresh->matches(anchor_->op)) return true;
+  for (const TraceOp& head : walk_heads_)
+    if (fresh->matches(head)) return true;
+  if (walk_heads_.size() < 16) walk_heads_.push_back(*fresh);
+  fresh_externals->clear();
+  return false;
+}
+
+InputRef TraceRecorder::ref_for(const Tensor& t, bool fresh, TraceOp* op,
+                                std::vector<Tensor>* new_externals) const {
+  const TensorImpl* key = t.impl();
+  if (!fresh) {
+    auto it = values_.find(key);
+    if (it != values_.end() && !it->second.impl.expired())
+      return InputRef{InputRef::Kind::Value, it->second.index};
+    auto jt = external_of_.find(key);
+    if (jt != external_of_.end() && !jt->second.impl.expired())
+      return InputRef{InputRef::Kind::External, jt->second.index};
+  }
+  const int32_t base = fresh ? 0 : static_cast<int32_t>(externals_.size());
+  for (size_t i = 0; i < new_externals->size(); ++i)
+    if ((*new_externals)[i].impl() == key)
+      return InputRef{InputRef::Kind::External, base + static_cast<int32_t>(i)};
+  const Storage* storage = key->storage.get();
+  KILN_CHECK(storage != nullptr, Error,
+             "[trace] a tensor's value is unavailable: the traced computation that produces it "
+             "failed earlier");
+  int32_t alias = -1;
+  if (!fresh) {
+    for (size_t j = 0; j < externals_.size() && alias < 0; ++j)
+      if (externals_[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
+  }
+  for (size_t i = 0; i < new_externals->size() && alias < 0; ++i)
+    if ((*new_externals)[i].impl()->storage.get() == storage)
+      alias = base + static_cast<int32_t>(i);
+  op->new_guards.push_back(TensorGuard::of(t, alias));
+  new_externals->push_back(t);
+  return InputRef{InputRef::Kind::External, base + static_cast<int32_t>(new_externals->size()) - 1};
+}
+
+TraceOp TraceRecorder::describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                                std::vector<Tensor>* new_externals, bool fresh) const {
+  TraceOp op;
+  op.op = call.op;
+  op.attrs = call.attrs;
+  op.meta = meta;
+  for (const Tensor& in : call.inputs) op.inputs.push_back(ref_for(in, fresh, &op, new_externals));
+  for (const Scalar& s : call.scalars) op.scalar_kinds.push_back(s.kind());
+  if (target) {
+    op.in_place = true;
+    op.target = ref_for(*target, fresh, &op, new_externals);
+  }
+  return op;
+}
+
+int TraceRecorder::warmup_for_new_anchor() const {
+  for (auto it = regions_.rbegin(); it != regions_.rend(); ++it)
+    if (it->warmup >= 1) return it->warmup;
+  return config().warmup;
+}
+
+void TraceRecorder::begin_walk(const TraceOp& first) {
+  TraceNode* anchor = root_.find_child(first);
+  if (!anchor) {
+    anchor = root_.add_child(first);
+    anchor->anchor_state = std::make_unique<AnchorState>();
+    anchor->anchor_state->warmup = warmup_for_new_anchor();
+    anchor->anchor_state->site = current_site();
+  }
+  anchor_ = anchor;
+  node_ = &root_;
+  mode_ = anchor->anchor_state->eager_only ? Mode::Eager
+          : anchor->plans_below > 0        ? Mode::Replay
+                                           : Mode::Record;
+}
+
+void TraceRecorder::commit(const TraceOp& op, const OpCall& call, std::vector<Tensor>& new_externals,
+                           const Tensor& value, const Tensor* target) {
+  for (Tensor& t : new_externals) {
+    const int index = static_cast<int>(externals_.size());
+    external_of_[t.impl()] = Slot{t.impl_ptr(), index};
+    externals_.push_back(std::move(t));
+  }
+  new_externals.clear();
+  for (const Scalar& s : call.scalars) scalars_.push_back(s);
+  const int index = node_->depth - 1;
+  outputs_.push_back(value.impl_ptr());
+  values_[value.impl()] = Slot{value.impl_ptr(), index};
+  (void)op;
+  (void)target;
+}
+
+Tensor TraceRecorder::make_lazy(const OutputMeta& meta) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = meta.sizes;
+  impl->strides = meta.strides;
+  impl->offset = meta.offset;
+  impl->dtype = meta.dtype;
+  impl->device = meta.device;
+  impl->refresh();
+  if (!pending_token_) pending_token_ = std::make_shared<LazyToken>();
+  impl->pending = pending_token_;
+  lazy::tls_pending = true;
+  return Tensor(std::move(impl));
+}
+
+TraceProgram TraceRecorder::program_for(TraceNode* node) const {
+  TraceProgram program;
+  for (const TraceOp* op : node->path()) {
+    program.ops.push_back(*op);
+    program.num_scalars += static_cast<int>(op->scalar_kinds.size());
+    program.num_externals += static_cast<int>(op->new_guards.size());
+  }
+  program.live.resize(program.ops.size());
+  for (size_t i = 0; i < program.ops.size() && i < outputs_.size(); ++i)
+    program.live[i] = !outputs_[i].expired();
+  return program;
+}
+
+void TraceRecorder::bind_outputs(const std::vector<Tensor>& values) {
+  for (size_t i = 0; i < outputs_.size() && i < values.size(); ++i) {
+    std::shared_ptr<TensorImpl> impl = outputs_[i].lock();
+    if (!impl || impl->storage || !values[i].defined()) continue;
+    const TensorImpl* v = values[i].impl();
+    impl->storage = v->storage;
+    impl->offset = v->offset;
+    impl->sizes = v->sizes;
+    impl->strides = v->strides;
+    impl->refresh();
+    impl->pending.reset();
+  }
+}
+
+void TraceRecorder::materialize(size_t count) {
+  lazy::tls_pending = false;
+  if (count == 0) return;
+  FlagScope guard(in_boundary_);
+  const TraceProgram program = program_for(node_);
+  std::vector<Tensor> values;
+  const int64_t start = now_ns();
+  interpret(program, count, externals_, scalars_, values);
+  walk_eager_ns_ += now_ns() - start;
+  bind_outputs(values);
+}
+
+void TraceRecorder::side_exit(const std::string& why) {
+  walk_guard_failure_ = why;
+  for (TraceNode* n = node_; n && n != &root_; n = n->parent) {
+    if (n->plan) {
+      ++n->plan->side_exits;
+      break;
+    }
+  }
+  if (logging(kLogGuards)) {
+    log_line(kLogGuards, detail::cat("trace at ", anchor_->anchor_state->site.str(),
+                                     " side exit after op ", node_->depth, " -- ", why));
+  }
+  try {
+    materialize(static_cast<size_t>(node_ == &root_ ? 0 : node_->depth));
+  } catch (...) {
+    clear_walk();
+    throw;
+  }
+  mode_ = Mode::Record;
+}
+
+void TraceRecorder::flush() {
+  if (!lazy::tls_pending || in_boundary_) return;
+  if (mode_ == Mode::Replay) side_exit("a tensor's memory was read while the trace was pending");
+  lazy::tls_pending = false;
+}
+
+void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const UserSite& site) {
+  if (mode_ == Mode::Idle) return;
+  FlagScope guard(in_boundary_);
+  bool ran_plan = false;
+  try {
+    if (mode_ == Mode::Replay && node_ != &root_) {
+      if (node_->plan && kind != Boundary::Abort) {
+        const CompiledTrace& plan = *node_->plan;
+        lazy::tls_pending = false;
+        std::vector<Tensor> values, reference;
+        if (config().verify) {
+          // Eager reference on copies of the inputs the trace writes in place.
+          std::vector<Tensor> inputs = externals_;
+          for (const TraceOp& op : plan.program.ops)
+            if (op.in_place && op.target.kind == InputRef::Kind::External)
+              inputs[op.target.index] = inputs[op.target.index].clone();
+          interpret(plan.program, plan.program.ops.size(), inputs, scalars_, reference);
+        }
+        plan.executable->run(externals_, scalars_, values);
+        if (config().verify) {
+          for (size_t i = 0; i < values.size(); ++i) {
+            if (!plan.program.live[i] && !(i < outputs_.size() && !outputs_[i].expired())) continue;
+            const double err = relative_error(values[i], reference[i]);
+            KILN_CHECK(err <= 1e-4, Error, "[verify] trace ", plan.id, " op ", i, " (",
+                       op_name(plan.program.ops[i].op), "): compiled and eager results differ, "
+                       "relative error ", err);
+          }
+        }
+        bind_outputs(values);
+        ++plan.replays;
+        ran_plan = true;
+      } else {
+        materialize(static_cast<size_t>(node_->depth));
+      }
+    }
+  } catch (...) {
+    clear_walk();
+    throw;
+  }
+  lazy::tls_pending = false;
+  if (!ran_plan && mode_ != Mode::Eager && kind != Boundary::Abort && node_ != &root_) {
+    ++node_->endings;
+    maybe_compile(node_, site);
+  }
+  const int64_t eager_ns = ran_plan ? 0 : walk_eager_ns_;
+  clear_walk();
+  if (kind == Boundary::Break || kind == Boundary::Abort) note_break(reason, site, eager_ns);
+}
+
+void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
+  AnchorState& state = *anchor_->anchor_state;
+  if (!state.site.known() && site.known()) {  // C++: name the trace by where it ends
+    state.site = site;
+    state.site.function = "ends in " + site.function;
+  }
+  if (node->plan || state.eager_only || node->endings < state.warmup) return;
+  TraceProgram program = program_for(node);
+  const int64_t start = now_ns();
+  std::unique_ptr<Executable> executable = interpreting_backend().compile(program);
+  const double compile_ms = (now_ns() - start) / 1e6;
+  if (!executable) return;
+  auto plan = std::make_shared<CompiledTrace>();
+  plan->generation = state.compiles;
+  plan->id = state.compiles == 0 ? next_trace_id_++ : state.first_trace_id;
+  plan->site = state.site;
+  plan->compile_ms = compile_ms;
+  for (const TraceOp& op : program.ops)
+    for (const TensorGuard& g : op.new_guards) plan->guards.push_back(g);
+  plan->program = std::move(program);
+  plan->executable = std::move(executable);
+  if (state.compiles == 0) state.first_trace_id = plan->id;
+  if (state.compiles > 0) {
+    ++state.recompiles;
+    plan->recompile_reason = walk_guard_failure_.empty() ? "a new variant of the trace"
+                                                         : walk_guard_failure_;
+    recompiles_.push_back(
+        RecompileReport{plan->id, plan->generation, state.site.str(), plan->recompile_reason});
+    log_line(kLogRecompiles,
+             detail::cat("trace ", plan->id, "/", plan->generation, " recompiled: ",
+                         plan->program.ops.size(), " ops -> ", plan->executable->kernel_count(),
+                         " kernels at ", state.site.str(), " -- ", plan->recompile_reason));
+    if (state.recompiles > config().recompile_limit) {
+      state.eager_only = true;
+      const std::string what =
+          detail::cat("trace ", plan->id, " at ", state.site.str(), " -- abort: recompiled ",
+                      state.recompiles, " times (limit ", config().recompile_limit,
+                      "; KILN_RECOMPILE_LIMIT); it stays eager");
+      eager_anchors_.push_back(what);
+      log_line(kLogRecompiles, what);
+      return;
+    }
+  } else {
+    log_line(kLogTrace, detail::cat("trace ", plan->id, " compiled: ", plan->program.ops.size(),
+                                    " ops -> ", plan->executable->kernel_count(), " kernels (",
+                                    plan->executable->backend_name(), ", ", compile_ms,
+                                    " ms) at ", state.site.str()));
+  }
+  ++state.compiles;
+  node->plan = plan;
+  for (TraceNode* n = node; n; n = n->parent) ++n->plans_below;
+  compiled_.push_back(std::move(plan));
+}
+
+void TraceRecorder::note_break(const std::string& reason, const UserSite& site, int64_t eager_ns) {
+  for (BreakStats& b : breaks_) {
+    if (b.reason == reason && b.site == site) {
+      ++b.count;
+      b.eager_ns += eager_ns;
+      return;
+    }
+  }
+  breaks_.push_back(BreakStats{reason, site, 1, eager_ns});
+  log_line(kLogGraphBreaks, detail::cat("graph break at ", site.str(), ": ", reason));
+}
+
+void TraceRecorder::on_sync(const std::string& reason, const UserSite& site) {
+  if (mode_ == Mode::Idle || in_boundary_) return;
+  end_walk(Boundary::Break, reason, site);
+  for (const RegionOptions& r : regions_) {
+    if (r.fullgraph) {
+      throw GraphBreakError(detail::cat("[fullgraph] graph break in region '", r.name, "' at ",
+                                        site.str(), ": ", reason));
+    }
+  }
+}
+
+void TraceRecorder::region_enter(const RegionOptions& options, const UserSite& site) {
+  end_walk(Boundary::Region, "", {});
+  regions_.push_back(options);
+  region_sites_.push_back(site);
+}
+
+void TraceRecorder::region_exit(bool by_exception) {
+  if (by_exception) {
+    end_walk(Boundary::Abort, break_reason_text(BreakReason::UserException),
+             region_sites_.empty() ? UserSite{} : region_sites_.back());
+  } else {
+    end_walk(Boundary::Region, "", {});
+  }
+  if (!regions_.empty()) {
+    regions_.pop_back();
+    region_sites_.pop_back();
+  }
+}
+
+void TraceRecorder::set_enabled(bool on) {
+  if (!on) end_walk(Boundary::Region, "", {});
+  enabled_ = on;
+}
+
+void TraceRecorder::clear_walk() {
+  mode_ = Mode::Idle;
+  node_ = nullptr;
+  anchor_ = nullptr;
+  externals_.clear();
+  scalars_.clear();
+  outputs_.clear();
+  values_.clear();
+  external_of_.clear();
+  pending_token_.reset();
+  walk_eager_ns_ = 0;
+  walk_guard_failure_.clear();
+  walk_heads_.clear();
+  lazy::tls_pending = false;
+}
+
+void TraceRecorder::reset() {
+  end_walk(Boundary::Region, "", {});
+  root_.children.clear();
+  root_.plans_below = 0;
+  compiled_.clear();
+  breaks_.clear();
+  recompiles_.clear();
+  eager_anchors_.clear();
+  ops_recorded_ = ops_replayed_ = 0;
+  next_trace_id_ = 1;
+}
+
+ExplainReport TraceRecorder::explain() const {
+  ExplainReport r;
+  for (const auto& plan : compiled_) {
+    TraceReport t;
+    t.id = plan->id;
+    t.generation = plan->generation;
+    t.site = plan->site.str();
+    for (const TraceOp& op : plan->program.ops) t.ops.push_back(op_name(op.op));
+    for (const TensorGuard& g : plan->guards) t.guards.push_back(g.str());
+    t.kernels = plan->executable->kernel_count();
+    t.backend = plan->executable->backend_name();
+    t.replays = plan->replays;
+    t.side_exits = plan->side_exits;
+    t.compile_ms = plan->compile_ms;
+    r.compile_ms += plan->compile_ms;
+    r.traces.push_back(std::move(t));
+  }
+  for (const BreakStats& b : breaks_) {
+    BreakReport br;
+    br.reason = b.reason;
+    br.site = b.site.str();
+    br.file = b.site.file;
+    br.line = b.site.line;
+    br.function = b.site.function;
+    br.count = b.count;
+    br.eager_ms = b.eager_ns / 1e6;
+    r.breaks.push_back(std::move(br));
+  }
+  std::stable_sort(r.breaks.begin(), r.breaks.end(),
+                   [](const BreakReport& a, const BreakReport& b) { return a.eager_ms > b.eager_ms; });
+  r.recompiles = recompiles_;
+  r.eager_anchors = eager_anchors_;
+  r.ops_recorded = ops_recorded_;
+  r.ops_replayed = ops_replayed_;
+  return r;
+}
+
+}  // namespace kiln::tracer

@@ -1,0 +1,130 @@
+#include "tracer/report.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace kiln::tracer {
+namespace {
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string fixed(double v, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+template <class T, class F> std::string json_list(const std::vector<T>& items, F&& one) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + one(items[i]);
+  return s + "]";
+}
+
+std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
+
+}  // namespace
+
+std::string ExplainReport::table() const {
+  std::ostringstream os;
+  os << "kiln explain: " << traces.size() << " compiled trace(s), " << breaks.size()
+     << " graph break site(s), " << recompiles.size() << " recompile(s); ops recorded "
+     << ops_recorded << ", replayed " << ops_replayed << ", compile " << fixed(compile_ms)
+     << " ms\n";
+  if (!traces.empty()) {
+    os << "\nTraces\n";
+    os << "  id    ops  kernels  inputs  replays  compile_ms  backend      site\n";
+    for (const TraceReport& t : traces) {
+      char line[512];
+      std::snprintf(line, sizeof line, "  %-5s %4zu  %7d  %6zu  %7lld  %10s  %-11s  %s%s\n",
+                    (std::to_string(t.id) + (t.generation ? "/" + std::to_string(t.generation) : ""))
+                        .c_str(),
+                    t.ops.size(), t.kernels, t.guards.size(), static_cast<long long>(t.replays),
+                    fixed(t.compile_ms).c_str(), t.backend.c_str(), t.site.c_str(),
+                    t.stays_eager ? "  [stays eager]" : "");
+      os << line;
+      std::string ops;
+      for (size_t i = 0; i < t.ops.size(); ++i) ops += (i ? " -> " : "") + t.ops[i];
+      os << "        ops: " << ops << "\n";
+      for (size_t i = 0; i < t.guards.size(); ++i)
+        os << "        guard in" << i << ": " << t.guards[i] << "\n";
+    }
+  }
+  if (!breaks.empty()) {
+    os << "\nGraph breaks (most costly first)\n";
+    os << "  count  eager_ms  site                               reason\n";
+    for (const BreakReport& b : breaks) {
+      char line[512];
+      std::snprintf(line, sizeof line, "  %5lld  %8s  %-33s  %s\n", static_cast<long long>(b.count),
+                    fixed(b.eager_ms, 3).c_str(), b.site.c_str(), b.reason.c_str());
+      os << line;
+    }
+  }
+  if (!recompiles.empty()) {
+    os << "\nRecompiles\n";
+    for (const RecompileReport& r : recompiles)
+      os << "  trace " << r.trace_id << "/" << r.generation << " at " << r.site
+         << " -- guard failed: " << r.guard << "\n";
+  }
+  for (const std::string& e : eager_anchors) os << "\nStays eager: " << e << "\n";
+  return os.str();
+}
+
+std::string ExplainReport::json() const {
+  std::ostringstream os;
+  os << "{\"traces\": "
+     << json_list(traces,
+                  [](const TraceReport& t) {
+                    return "{\"id\": " + std::to_string(t.id) +
+                           ", \"generation\": " + std::to_string(t.generation) +
+                           ", \"site\": " + quoted(t.site) +
+                           ", \"ops\": " + json_list(t.ops, quoted) +
+                           ", \"guards\": " + json_list(t.guards, quoted) +
+                           ", \"kernels\": " + std::to_string(t.kernels) +
+                           ", \"backend\": " + quoted(t.backend) +
+                           ", \"replays\": " + std::to_string(t.replays) +
+                           ", \"side_exits\": " + std::to_string(t.side_exits) +
+                           ", \"compile_ms\": " + fixed(t.compile_ms, 3) +
+                           ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") + "}";
+                  })
+     << ", \"graph_breaks\": "
+     << json_list(breaks,
+                  [](const BreakReport& b) {
+                    return "{\"reason\": " + quoted(b.reason) + ", \"file\": " + quoted(b.file) +
+                           ", \"line\": " + std::to_string(b.line) +
+                           ", \"function\": " + quoted(b.function) +
+                           ", \"count\": " + std::to_string(b.count) +
+                           ", \"eager_ms\": " + fixed(b.eager_ms, 4) + "}";
+                  })
+     << ", \"recompiles\": "
+     << json_list(recompiles,
+                  [](const RecompileReport& r) {
+                    return "{\"trace\": " + std::to_string(r.trace_id) +
+                           ", \"generation\": " + std::to_string(r.generation) +
+                           ", \"site\": " + quoted(r.site) + ", \"guard\": " + quoted(r.guard) + "}";
+                  })
+     << ", \"eager_anchors\": " << json_list(eager_anchors, quoted)
+     << ", \"ops_recorded\": " << ops_recorded << ", \"ops_replayed\": " << ops_replayed
+     << ", \"compile_ms\": " << fixed(compile_ms, 3) << "}";
+  return os.str();
+}
+
+}  // namespace kiln::tracer

@@ -1,0 +1,58 @@
+// TraceOp: one recorded op of a trace, with its inputs as references (an external
+// input slot, or the value of an earlier op of the same trace) and, for each external
+// input first used here, the guard it must pass. Scalars are not part of a TraceOp:
+// they are run-time arguments of the plan, so x * 0.5 and x * 0.7 share a trace.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <boost/container/small_vector.hpp>
+
+#include "ops/registry.h"
+
+namespace kiln::tracer {
+
+struct InputRef {
+  enum class Kind : uint8_t { External, Value };
+  Kind kind = Kind::External;
+  int32_t index = 0;  // external slot, or index of the producing op in the trace
+  bool operator==(const InputRef& o) const { return kind == o.kind && index == o.index; }
+};
+
+// What an external input must look like for a compiled trace to be valid for it.
+struct TensorGuard {
+  DType dtype = DType::Float32;
+  Device device;
+  Dims sizes;
+  Dims strides;
+  int32_t alias_of = -1;  // first external slot sharing this one's storage, or -1
+
+  static TensorGuard of(const Tensor& t, int32_t alias_of);
+  bool operator==(const TensorGuard& o) const {
+    return dtype == o.dtype && device == o.device && sizes == o.sizes && strides == o.strides &&
+           alias_of == o.alias_of;
+  }
+  // "" when equal, else the first difference: "shape expected [8, 4], got [16, 4]".
+  std::string diff(const TensorGuard& actual) const;
+  std::string str() const;  // "float32[8, 4] cpu contiguous"
+};
+
+struct TraceOp {
+  OpId op = OpId::Add;
+  OpAttrs attrs;
+  boost::container::small_vector<InputRef, 3> inputs;
+  boost::container::small_vector<TensorGuard, 2> new_guards;  // for externals first seen here
+  boost::container::small_vector<Scalar::Kind, 3> scalar_kinds;
+  bool in_place = false;  // writes into `target` instead of producing a new tensor
+  InputRef target;
+  OutputMeta meta;        // what the op produces (or the in-place result's metadata)
+
+  // Same op, attributes, input references, scalar kinds and guards.
+  bool matches(const TraceOp& o) const;
+  // Same op and attributes and wiring, but a guard differs: which one and how.
+  std::string guard_diff(const TraceOp& actual) const;
+  std::string str() const;  // "add(e0, v1)"
+};
+
+}  // namespace kiln::tracer

@@ -1,0 +1,77 @@
+// The trace tree: a trie of TraceOps. Each first-level node is an anchor (the op a trace
+// starts with); a path from an anchor is a trace, and traces that share a prefix share
+// the walk. A node where traces have ended `warmup` times gets a CompiledTrace.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tracer/backend.h"
+#include "tracer/user_site.h"
+
+namespace kiln::tracer {
+
+// An immutable compiled trace (the captured artifact), apart from the recorder's state.
+struct CompiledTrace {
+  int id = 0;
+  int generation = 0;  // 0 for the first compile under an anchor, then 1, 2, ... (recompiles)
+  TraceProgram program;
+  std::unique_ptr<Executable> executable;
+  std::vector<TensorGuard> guards;  // per external input
+  UserSite site;                    // where the trace's first op was called
+  std::string recompile_reason;     // the guard that failed, for generation > 0
+  double compile_ms = 0;
+  mutable int64_t replays = 0;
+  mutable int64_t side_exits = 0;
+};
+
+// Per anchor: its lifecycle (compiled, recompiling, or left eager).
+struct AnchorState {
+  int warmup = 2;
+  int compiles = 0;
+  int first_trace_id = 0;
+  int recompiles = 0;
+  bool eager_only = false;  // blacklisted after too many recompiles
+  UserSite site;
+};
+
+struct TraceNode {
+  TraceOp op;  // the op on the edge from the parent (unused at the root)
+  TraceNode* parent = nullptr;
+  int depth = 0;  // ops from the anchor to here, inclusive (0 at the root)
+  std::vector<std::unique_ptr<TraceNode>> children;
+  int64_t endings = 0;    // times a trace ended here
+  int plans_below = 0;    // compiled traces at or under this node
+  std::shared_ptr<CompiledTrace> plan;
+  std::unique_ptr<AnchorState> anchor_state;  // set on first-level nodes
+
+  TraceNode* find_child(const TraceOp& op) const {
+    for (const auto& c : children)
+      if (c->op.matches(op)) return c.get();
+    return nullptr;
+  }
+  TraceNode* add_child(const TraceOp& op) {
+    auto node = std::make_unique<TraceNode>();
+    node->op = op;
+    node->parent = this;
+    node->depth = depth + 1;
+    children.push_back(std::move(node));
+    return children.back().get();
+  }
+  TraceNode* anchor() {
+    TraceNode* n = this;
+    while (n->parent && n->parent->parent) n = n->parent;
+    return n;
+  }
+  // The ops from the anchor down to this node.
+  std::vector<const TraceOp*> path() const {
+    std::vector<const TraceOp*> ops(depth);
+    const TraceNode* n = this;
+    for (int i = depth - 1; i >= 0; --i, n = n->parent) ops[i] = &n->op;
+    return ops;
+  }
+};
+
+}  // namespace kiln::tracer
