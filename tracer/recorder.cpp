@@ -139,7 +139,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
     for (const auto& c : node_->children) {
       const std::string d = c->op.guard_diff(op);
       if (!d.empty()) {
-        why = "guard failed: " + d;
+        why = d;
         break;
       }
     }
@@ -173,14 +173,14 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
 bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                                 const TraceOp& op, TraceOp* fresh,
                                 std::vector<Tensor>* fresh_externals) {
-  if (node_ == &root_) return false;
+  if (node_ == &anchor_->root) return false;
   for (const InputRef& r : op.inputs)
     if (r.kind != InputRef::Kind::External) return false;
   if (op.in_place && op.target.kind != InputRef::Kind::External) return false;
   *fresh = describe(call, meta, target, fresh_externals, true);
-  if (fresh->matches(anchor_->op)) return true;
+  if (fresh->same_wiring(anchor_->first)) return true;
   for (const TraceOp& head : walk_heads_)
-    if (fresh->matches(head)) return true;
+    if (fresh->same_wiring(head)) return true;
   if (walk_heads_.size() < 16) walk_heads_.push_back(*fresh);
   fresh_externals->clear();
   return false;
@@ -240,18 +240,25 @@ int TraceRecorder::warmup_for_new_anchor() const {
 }
 
 void TraceRecorder::begin_walk(const TraceOp& first) {
-  TraceNode* anchor = root_.find_child(first);
+  Anchor* anchor = nullptr;
+  for (const auto& a : anchors_) {
+    if (a->first.same_wiring(first)) {
+      anchor = a.get();
+      break;
+    }
+  }
   if (!anchor) {
-    anchor = root_.add_child(first);
-    anchor->anchor_state = std::make_unique<AnchorState>();
-    anchor->anchor_state->warmup = warmup_for_new_anchor();
-    anchor->anchor_state->site = current_site();
+    anchors_.push_back(std::make_unique<Anchor>());
+    anchor = anchors_.back().get();
+    anchor->first = first;
+    anchor->state.warmup = warmup_for_new_anchor();
+    anchor->state.site = current_site();
   }
   anchor_ = anchor;
-  node_ = &root_;
-  mode_ = anchor->anchor_state->eager_only ? Mode::Eager
-          : anchor->plans_below > 0        ? Mode::Replay
-                                           : Mode::Record;
+  node_ = &anchor->root;
+  mode_ = anchor->state.eager_only      ? Mode::Eager
+          : anchor->root.plans_below > 0 ? Mode::Replay
+                                         : Mode::Record;
 }
 
 void TraceRecorder::commit(const TraceOp& op, const OpCall& call, std::vector<Tensor>& new_externals,
@@ -325,18 +332,24 @@ void TraceRecorder::materialize(size_t count) {
 
 void TraceRecorder::side_exit(const std::string& why) {
   walk_guard_failure_ = why;
-  for (TraceNode* n = node_; n && n != &root_; n = n->parent) {
+  // Charge the side exit to the compiled trace the walk was following.
+  for (TraceNode* n = node_; n;) {
     if (n->plan) {
       ++n->plan->side_exits;
       break;
     }
+    TraceNode* next = nullptr;
+    for (const auto& c : n->children)
+      if (c->plans_below > 0) next = c.get();
+    n = next;
   }
   if (logging(kLogGuards)) {
-    log_line(kLogGuards, detail::cat("trace at ", anchor_->anchor_state->site.str(),
-                                     " side exit after op ", node_->depth, " -- ", why));
+    log_line(kLogGuards, detail::cat("trace at ", anchor_->state.site.str(),
+                                     " side exit after op ", node_->depth, " -- ",
+                                     why.find("input in") == 0 ? "guard failed: " + why : why));
   }
   try {
-    materialize(static_cast<size_t>(node_ == &root_ ? 0 : node_->depth));
+    materialize(static_cast<size_t>(node_ == &anchor_->root ? 0 : node_->depth));
   } catch (...) {
     clear_walk();
     throw;
@@ -355,7 +368,7 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
   FlagScope guard(in_boundary_);
   bool ran_plan = false;
   try {
-    if (mode_ == Mode::Replay && node_ != &root_) {
+    if (mode_ == Mode::Replay && node_ != &anchor_->root) {
       if (node_->plan && kind != Boundary::Abort) {
         const CompiledTrace& plan = *node_->plan;
         lazy::tls_pending = false;
@@ -390,7 +403,7 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
     throw;
   }
   lazy::tls_pending = false;
-  if (!ran_plan && mode_ != Mode::Eager && kind != Boundary::Abort && node_ != &root_) {
+  if (!ran_plan && mode_ != Mode::Eager && kind != Boundary::Abort && node_ != &anchor_->root) {
     ++node_->endings;
     maybe_compile(node_, site);
   }
@@ -400,7 +413,7 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
 }
 
 void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
-  AnchorState& state = *anchor_->anchor_state;
+  AnchorState& state = anchor_->state;
   if (!state.site.known() && site.known()) {  // C++: name the trace by where it ends
     state.site = site;
     state.site.function = "ends in " + site.function;
@@ -430,7 +443,8 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
     log_line(kLogRecompiles,
              detail::cat("trace ", plan->id, "/", plan->generation, " recompiled: ",
                          plan->program.ops.size(), " ops -> ", plan->executable->kernel_count(),
-                         " kernels at ", state.site.str(), " -- ", plan->recompile_reason));
+                         " kernels at ", state.site.str(), " -- guard failed: ",
+                         plan->recompile_reason));
     if (state.recompiles > config().recompile_limit) {
       state.eager_only = true;
       const std::string what =
@@ -518,8 +532,7 @@ void TraceRecorder::clear_walk() {
 
 void TraceRecorder::reset() {
   end_walk(Boundary::Region, "", {});
-  root_.children.clear();
-  root_.plans_below = 0;
+  anchors_.clear();
   compiled_.clear();
   breaks_.clear();
   recompiles_.clear();

@@ -94,14 +94,14 @@ class TraceRecorder final : public DispatchHook {
   void clear_walk();
 
   bool enabled_;
-  TraceNode root_;
+  std::vector<std::unique_ptr<Anchor>> anchors_;
   std::vector<RegionOptions> regions_;
   std::vector<UserSite> region_sites_;
 
   // The current walk.
   Mode mode_ = Mode::Idle;
   TraceNode* node_ = nullptr;    // last op matched or recorded
-  TraceNode* anchor_ = nullptr;
+  Anchor* anchor_ = nullptr;
   std::vector<Tensor> externals_;
   std::vector<Scalar> scalars_;
   std::vector<std::weak_ptr<TensorImpl>> outputs_;  // per op: the tensor the user got

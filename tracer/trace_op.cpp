@@ -9,7 +9,7 @@ std::string ref_str(const InputRef& r) {
   return (r.kind == InputRef::Kind::External ? "in" : "v") + std::to_string(r.index);
 }
 
-bool same_wiring(const TraceOp& a, const TraceOp& b) {
+bool same_op(const TraceOp& a, const TraceOp& b) {
   return a.op == b.op && a.in_place == b.in_place && (!a.in_place || a.target == b.target) &&
          a.inputs.size() == b.inputs.size() && a.scalar_kinds == b.scalar_kinds &&
          a.attrs == b.attrs;
@@ -59,21 +59,22 @@ std::string TensorGuard::str() const {
   return s;
 }
 
-bool TraceOp::matches(const TraceOp& o) const {
-  if (!same_wiring(*this, o)) return false;
+bool TraceOp::same_wiring(const TraceOp& o) const {
+  if (!same_op(*this, o) || new_guards.size() != o.new_guards.size()) return false;
   for (size_t i = 0; i < inputs.size(); ++i)
     if (!(inputs[i] == o.inputs[i])) return false;
-  if (new_guards.size() != o.new_guards.size()) return false;
+  return true;
+}
+
+bool TraceOp::matches(const TraceOp& o) const {
+  if (!same_wiring(o)) return false;
   for (size_t i = 0; i < new_guards.size(); ++i)
     if (!(new_guards[i] == o.new_guards[i])) return false;
   return true;
 }
 
 std::string TraceOp::guard_diff(const TraceOp& actual) const {
-  if (!same_wiring(*this, actual) || new_guards.size() != actual.new_guards.size()) return "";
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!(inputs[i] == actual.inputs[i])) return "";
-  }
+  if (!same_wiring(actual)) return "";
   // The new externals appear in input order; name each by its slot.
   size_t g = 0;
   for (size_t i = 0; i < inputs.size() && g < new_guards.size(); ++i) {

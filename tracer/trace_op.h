@@ -50,6 +50,8 @@ struct TraceOp {
 
   // Same op, attributes, input references, scalar kinds and guards.
   bool matches(const TraceOp& o) const;
+  // The same, ignoring the guards (the same op at the same place in the program).
+  bool same_wiring(const TraceOp& o) const;
   // Same op and attributes and wiring, but a guard differs: which one and how.
   std::string guard_diff(const TraceOp& actual) const;
   std::string str() const;  // "add(e0, v1)"

@@ -1,6 +1,8 @@
-// The trace tree: a trie of TraceOps. Each first-level node is an anchor (the op a trace
-// starts with); a path from an anchor is a trace, and traces that share a prefix share
-// the walk. A node where traces have ended `warmup` times gets a CompiledTrace.
+// The trace tree: a trie of TraceOps under each anchor. An anchor groups the traces that
+// start with the same op at the same place in the program (same op, attributes and
+// wiring, whatever its inputs' shapes); below its root, a path is a trace with its guards,
+// and traces that share a prefix share the walk. A node where traces have ended `warmup`
+// times gets a CompiledTrace; a second compiled variant under an anchor is a recompile.
 #pragma once
 
 #include <chrono>
@@ -45,7 +47,6 @@ struct TraceNode {
   int64_t endings = 0;    // times a trace ended here
   int plans_below = 0;    // compiled traces at or under this node
   std::shared_ptr<CompiledTrace> plan;
-  std::unique_ptr<AnchorState> anchor_state;  // set on first-level nodes
 
   TraceNode* find_child(const TraceOp& op) const {
     for (const auto& c : children)
@@ -60,11 +61,6 @@ struct TraceNode {
     children.push_back(std::move(node));
     return children.back().get();
   }
-  TraceNode* anchor() {
-    TraceNode* n = this;
-    while (n->parent && n->parent->parent) n = n->parent;
-    return n;
-  }
   // The ops from the anchor down to this node.
   std::vector<const TraceOp*> path() const {
     std::vector<const TraceOp*> ops(depth);
@@ -72,6 +68,12 @@ struct TraceNode {
     for (int i = depth - 1; i >= 0; --i, n = n->parent) ops[i] = &n->op;
     return ops;
   }
+};
+
+struct Anchor {
+  TraceOp first;  // compared by wiring only
+  AnchorState state;
+  TraceNode root;  // its children are the first ops of the variants (with guards)
 };
 
 }  // namespace kiln::tracer

@@ -1,0 +1,53 @@
+// Helpers for the tracer suites: a fixture that starts each test with a fresh tracer,
+// eager reference runs (tracing off), and lookups into explain().
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "ops/dispatch.h"
+#include "reference.h"
+#include "tracer/api.h"
+#include "tracer/config.h"
+
+namespace kt {
+
+class TracerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    saved_ = kiln::tracer::config();
+    kiln::tracer::reset();
+    kiln::tracer::set_enabled(true);
+    kiln::tracer::config().warmup = 2;
+    kiln::tracer::config().verify = false;
+  }
+  void TearDown() override {
+    kiln::tracer::reset();
+    kiln::tracer::config() = saved_;
+    kiln::tracer::set_enabled(saved_.auto_trace);
+  }
+  kiln::tracer::TracerConfig saved_;
+};
+
+// Runs f untraced: kiln's eager result, the reference for traced runs. It does not end
+// the current trace (the dispatcher simply bypasses the tracer for these calls).
+template <class F> auto eager(F&& f) {
+  kiln::NoHookScope untraced;
+  return f();
+}
+
+inline Tensor random_tensor(const Dims& sizes, DType d = DType::Float32) {
+  return make(random_host(sizes, d), d);
+}
+
+inline size_t count_traces() { return kiln::tracer::explain().traces.size(); }
+
+inline const kiln::tracer::BreakReport* find_break(const std::string& reason_part, int line) {
+  static kiln::tracer::ExplainReport report;
+  report = kiln::tracer::explain();
+  for (const auto& b : report.breaks)
+    if (b.reason.find(reason_part) != std::string::npos && (line <= 0 || b.line == line)) return &b;
+  return nullptr;
+}
+
+}  // namespace kt
