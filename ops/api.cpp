@@ -381,9 +381,19 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   KILN_CHECK(weight.dim() == 2, ShapeError,
              "[embedding] expected weight of rank 2 [num_embeddings, dim], got shape ",
              dims_str(weight.sizes()));
+  KILN_CHECK(indices.dtype() == DType::Int32 || indices.dtype() == DType::Int64, DTypeError,
+             "[embedding] expected indices of dtype int32 or int64, got ",
+             dtype_name(indices.dtype()));
   Dims out_sizes = indices.sizes();
   out_sizes.push_back(weight.size(1));
-  return index_select(weight, 0, indices.reshape({-1})).view(out_sizes);
+  try {
+    return index_select(weight, 0, indices.reshape({-1})).view(out_sizes);
+  } catch (const IndexError& e) {  // name the op the user called
+    const std::string msg = e.what();
+    const size_t close = msg.find("] ");
+    throw IndexError("[embedding] " + (close == std::string::npos ? msg : msg.substr(close + 2)) +
+                     " (num_embeddings " + std::to_string(weight.size(0)) + ")");
+  }
 }
 
 // ---- operators

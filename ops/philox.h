@@ -7,6 +7,9 @@
 
 #include <cstdint>
 
+#include <type_traits>
+
+#include "runtime/dtype.h"
 #include "runtime/macros.h"
 
 namespace kiln::philox {
@@ -50,10 +53,19 @@ KILN_HD double uniform_double(uint32_t a, uint32_t b) {
 }
 
 // Element index's value of rand / randn, computed in double so that every dtype and
-// device rounds the same number.
-KILN_HD double rand_value(uint64_t seed, uint64_t offset, uint64_t index) {
+// device rounds the same number. rand draws on a grid of 2^-bits with bits the output
+// type's precision (11 for float16, 8 for bfloat16, 24 for float32, 53 for float64), so
+// converting it to that type is exact and never rounds up to 1.
+KILN_HD double rand_value(uint64_t seed, uint64_t offset, uint64_t index, int bits = 53) {
   Uint4 r = draw(seed, offset, index);
-  return uniform_double(r.x, r.y);
+  const uint64_t word = (static_cast<uint64_t>(r.x) << 32) | r.y;
+  return static_cast<double>(word >> (64 - bits)) * (1.0 / static_cast<double>(1ull << bits));
+}
+template <class T> constexpr int uniform_bits() {
+  if constexpr (sizeof(T) == 8) return 53;
+  else if constexpr (sizeof(T) == 4) return 24;
+  else if constexpr (std::is_same_v<T, BFloat16>) return 8;
+  else return 11;
 }
 KILN_HD double randn_value(uint64_t seed, uint64_t offset, uint64_t index) {
   Uint4 r = draw(seed, offset, index);

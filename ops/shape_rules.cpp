@@ -351,9 +351,12 @@ OutputMeta infer_to_device(const OpCall& c) {
 }
 
 void check_sizes(const OpCall& c) {
+  int64_t numel = 1;
   for (int64_t s : c.attrs.dims) {
     KILN_CHECK(s >= 0, ShapeError, "[", c.name(), "] sizes must be non-negative, got ",
                dims_str(c.attrs.dims));
+    KILN_CHECK(!__builtin_mul_overflow(numel, s, &numel), ShapeError, "[", c.name(),
+               "] the shape ", dims_str(c.attrs.dims), " has too many elements (over 2^63)");
   }
 }
 

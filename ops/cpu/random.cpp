@@ -1,0 +1,56 @@
+// CPU kernels of the Random family (ops.def): rand (U[0, 1)) and randn (N(0, 1)).
+//
+// scalars[0] = seed, scalars[1] = offset. Element i (row-major) is
+// philox::rand_value / randn_value(seed, offset, i), computed in double and converted to
+// out's dtype like a cast, so the CPU and CUDA kernels give bit-identical tensors.
+#include <cmath>  // before ops/philox.h, which uses ::sqrt/::log/::cos without it
+
+#include "ops/cpu/convert.h"
+#include "ops/kernels.h"
+#include "ops/philox.h"
+#include "runtime/error.h"
+#include "runtime/parallel.h"
+
+namespace kiln::cpu {
+namespace {
+
+// A Philox draw (and Box-Muller for randn) costs tens of ns: split finer than copies.
+constexpr int64_t kRandomGrain = 4096;
+
+template <class T>
+void fill_random(const Tensor& out, OpId op, uint64_t seed, uint64_t offset) {
+  T* data = out.data<T>();
+  const bool normal = op == OpId::Randn;
+  parallel_for(0, out.numel(), kRandomGrain, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const uint64_t index = static_cast<uint64_t>(i);
+      const double v = normal ? philox::randn_value(seed, offset, index)
+                              : philox::rand_value(seed, offset, index, philox::uniform_bits<T>());
+      data[i] = convert_value<T>(v);
+    }
+  });
+}
+
+}  // namespace
+
+void random(const OpCall& call, const Tensor& out) {
+  KILN_CHECK(call.op == OpId::Rand || call.op == OpId::Randn, Error, "[", call.name(),
+             "] is not a random op");
+  if (out.numel() == 0) return;
+  if (!out.is_contiguous()) {  // not made by the dispatcher, but cheap to support
+    const Tensor packed = Tensor::make(out.sizes(), out.dtype(), out.device());
+    random(call, packed);
+    OpCall copy;
+    copy.op = OpId::Cast;
+    copy.inputs.push_back(packed);
+    copy.attrs.dtype = out.dtype();
+    unary(copy, out);
+    return;
+  }
+  const uint64_t seed = static_cast<uint64_t>(call.scalars[0].to_int());
+  const uint64_t offset = static_cast<uint64_t>(call.scalars[1].to_int());
+  visit_dtype(out.dtype(),
+              [&](auto zero) { fill_random<decltype(zero)>(out, call.op, seed, offset); });
+}
+
+}  // namespace kiln::cpu
