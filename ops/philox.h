@@ -5,6 +5,7 @@
 // CPU and CUDA kernels produce bit-identical uniform integers.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include <type_traits>

@@ -1,9 +1,9 @@
 #include "runtime/cpu_allocator.h"
 
 #include <cstdlib>
-#include <map>
 #include <mutex>
-#include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "runtime/error.h"
 
@@ -11,29 +11,42 @@ namespace kiln::cpu_allocator {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kCachedMin = 256 * 1024;  // smaller blocks go straight to malloc
+constexpr size_t kSmallMax = 256 * 1024;  // power-of-two classes up to here
+constexpr int kSmallClasses = 13;          // 64 B .. 256 KiB
+constexpr size_t kSmallKeepPerClass = 256; // blocks kept per small class
 
-// Size classes for cached blocks: rounded up to a multiple of 1/8 of the next power of
-// two, so a reused block wastes at most 12.5%.
-size_t round_size(size_t n) {
-  if (n < kCachedMin) return (n + kAlignment - 1) / kAlignment * kAlignment;
+int small_class(size_t n) {
+  int c = 0;
+  size_t size = kAlignment;
+  while (size < n) {
+    size <<= 1;
+    ++c;
+  }
+  return c;
+}
+size_t small_size(int c) { return kAlignment << c; }
+
+// Large blocks round up to 1/8 of the next power of two, so reuse wastes at most 12.5%.
+size_t round_large(size_t n) {
   size_t p = 1;
   while (p < n) p <<= 1;
   const size_t step = p / 8;
   return (n + step - 1) / step * step;
 }
+size_t block_size(size_t nbytes) {
+  if (nbytes == 0) nbytes = 1;
+  return nbytes <= kSmallMax ? small_size(small_class(nbytes)) : round_large(nbytes);
+}
 
 struct Cache {
   std::mutex mutex;
-  std::multimap<size_t, void*> free_blocks;  // size class -> block
+  std::vector<void*> small[kSmallClasses];
+  std::unordered_map<size_t, std::vector<void*>> large;  // block size -> free blocks
   size_t cached = 0;
   size_t limit = 0;
   Cache() {
     const char* env = std::getenv("KILN_CPU_CACHE_MB");
     limit = (env ? std::strtoull(env, nullptr, 10) : 2048ull) << 20;
-  }
-  ~Cache() {
-    for (auto& [size, p] : free_blocks) std::free(p);
   }
 };
 
@@ -42,41 +55,54 @@ Cache& cache() {
   return *c;
 }
 
-}  // namespace
-
-void* allocate(size_t nbytes) {
-  const size_t size = round_size(nbytes == 0 ? kAlignment : nbytes);
-  if (size >= kCachedMin) {
-    Cache& c = cache();
-    std::lock_guard<std::mutex> lock(c.mutex);
-    auto it = c.free_blocks.find(size);
-    if (it != c.free_blocks.end()) {
-      void* p = it->second;
-      c.free_blocks.erase(it);
-      c.cached -= size;
-      return p;
-    }
-  }
+void* fresh(size_t size) {
   void* p = std::aligned_alloc(kAlignment, size);
   if (!p) {
     empty_cache();
     p = std::aligned_alloc(kAlignment, size);
   }
   KILN_CHECK(p != nullptr, OutOfMemoryError, "[cpu allocator] out of memory: could not allocate ",
-             nbytes, " bytes on the host");
+             size, " bytes on the host (", cached_bytes(), " bytes cached)");
   return p;
+}
+
+}  // namespace
+
+void* allocate(size_t nbytes) {
+  const size_t size = block_size(nbytes);
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    std::vector<void*>* list = nullptr;
+    if (size <= kSmallMax) {
+      list = &c.small[small_class(size)];
+    } else {
+      auto it = c.large.find(size);
+      if (it != c.large.end()) list = &it->second;
+    }
+    if (list && !list->empty()) {
+      void* p = list->back();
+      list->pop_back();
+      c.cached -= size;
+      return p;
+    }
+  }
+  return fresh(size);
 }
 
 void release(void* ptr, size_t nbytes) {
   if (!ptr) return;
-  const size_t size = round_size(nbytes == 0 ? kAlignment : nbytes);
-  if (size >= kCachedMin) {
-    Cache& c = cache();
+  const size_t size = block_size(nbytes);
+  Cache& c = cache();
+  {
     std::lock_guard<std::mutex> lock(c.mutex);
     if (c.cached + size <= c.limit) {
-      c.free_blocks.emplace(size, ptr);
-      c.cached += size;
-      return;
+      std::vector<void*>& list = size <= kSmallMax ? c.small[small_class(size)] : c.large[size];
+      if (size > kSmallMax || list.size() < kSmallKeepPerClass) {
+        list.push_back(ptr);
+        c.cached += size;
+        return;
+      }
     }
   }
   std::free(ptr);
@@ -85,8 +111,13 @@ void release(void* ptr, size_t nbytes) {
 void empty_cache() {
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  for (auto& [size, p] : c.free_blocks) std::free(p);
-  c.free_blocks.clear();
+  for (auto& list : c.small) {
+    for (void* p : list) std::free(p);
+    list.clear();
+  }
+  for (auto& [size, list] : c.large)
+    for (void* p : list) std::free(p);
+  c.large.clear();
   c.cached = 0;
 }
 

@@ -1,7 +1,9 @@
-// CPU allocator: 64-byte aligned blocks. Blocks of 256 KiB and more are kept in
-// size-class free lists after release and handed out again, because freshly mapped
-// large buffers page-fault on first touch (a 64 MB output costs more to fault in
-// than to compute). Cached bytes are capped (KILN_CPU_CACHE_MB, default 2048).
+// CPU allocator: 64-byte aligned blocks kept in size-class free lists after release and
+// handed out again. Small blocks (power-of-two classes up to 256 KiB) make a tiny op's
+// allocation a list pop instead of an aligned malloc; large blocks (1/8-power-of-two
+// classes) matter more: freshly mapped buffers page-fault on first touch, and a 64 MB
+// output costs more to fault in than to compute. Cached bytes are capped
+// (KILN_CPU_CACHE_MB, default 2048).
 #pragma once
 
 #include <cstddef>

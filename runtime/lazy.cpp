@@ -6,7 +6,7 @@ FlushFn g_flush = nullptr;
 SyncFn g_sync = nullptr;
 }  // namespace
 
-thread_local bool tls_pending = false;
+constinit thread_local bool tls_pending = false;
 
 void set_hooks(FlushFn flush_fn, SyncFn sync_fn) {
   g_flush = flush_fn;

@@ -29,7 +29,7 @@ struct PendingValue {
 namespace lazy {
 
 // True while this thread has lazy work that has not run yet.
-extern thread_local bool tls_pending;
+extern constinit thread_local bool tls_pending;
 
 // Installed by the tracer. flush runs the pending work; sync additionally reports a
 // trace boundary caused by reading a value on the host (reason: "item()", ...).

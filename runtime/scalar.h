@@ -32,7 +32,8 @@ class Scalar {
   template <class T> T to() const {
     if constexpr (std::is_same_v<T, bool>) return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0;
     else if constexpr (std::is_integral_v<T>) return static_cast<T>(to_int());
-    else return static_cast<T>(static_cast<float>(to_double()));
+    else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(to_double());
+    else return static_cast<T>(static_cast<float>(to_double()));  // Half, BFloat16
   }
   // Used as the value of a tensor of dtype d (Half/BFloat16 go through float).
   template <class T> T as() const {

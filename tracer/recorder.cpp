@@ -97,6 +97,19 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
     return false;  // runs eagerly, outside any trace
   }
   std::vector<Tensor> new_externals;
+  if (mode_ == Mode::Replay) {  // fast path: the call is the next op of the hot trace
+    for (const auto& c : node_->children) {
+      if (c->plans_below > 0 && match_call(c->op, call, target, &new_externals)) {
+        Tensor value = target ? *target : make_lazy(meta);
+        node_ = c.get();
+        commit(c->op, call, new_externals, value, target);
+        ++ops_replayed_;
+        if (result) *result = value;
+        return true;
+      }
+    }
+    new_externals.clear();
+  }
   TraceOp op;
   if (mode_ == Mode::Idle) {
     op = describe(call, meta, target, &new_externals, true);
@@ -170,6 +183,59 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
   return true;
 }
 
+bool TraceRecorder::match_call(const TraceOp& edge, const OpCall& call, const Tensor* target,
+                                std::vector<Tensor>* new_externals) const {
+  if (edge.op != call.op || edge.inputs.size() != call.inputs.size() ||
+      edge.in_place != (target != nullptr) || edge.scalar_kinds.size() != call.scalars.size())
+    return false;
+  for (size_t i = 0; i < call.scalars.size(); ++i)
+    if (edge.scalar_kinds[i] != call.scalars[i].kind()) return false;
+  if (!(edge.attrs == call.attrs)) return false;
+  size_t guard = 0;
+  const int32_t base = static_cast<int32_t>(externals_.size());
+  auto check = [&](const Tensor& t, const InputRef& ref) {
+    const TensorImpl* key = t.impl();
+    const int value = values_.find(key);
+    if (value >= 0) return ref.kind == InputRef::Kind::Value && ref.index == value;
+    if (ref.kind != InputRef::Kind::External) return false;
+    const int slot = external_of_.find(key);
+    if (slot >= 0) return ref.index == slot;
+    for (size_t j = 0; j < new_externals->size(); ++j)
+      if ((*new_externals)[j].impl() == key) return ref.index == base + static_cast<int32_t>(j);
+    if (ref.index != base + static_cast<int32_t>(new_externals->size()) ||
+        guard >= edge.new_guards.size())
+      return false;
+    const TensorGuard& g = edge.new_guards[guard++];
+    if (g.dtype != t.dtype() || g.device != t.device() || g.sizes != t.sizes() ||
+        g.strides != t.strides() || key->storage == nullptr)
+      return false;
+    int32_t alias = -1;
+    const Storage* storage = key->storage.get();
+    for (size_t j = 0; j < externals_.size() && alias < 0; ++j)
+      if (externals_[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
+    for (size_t j = 0; j < new_externals->size() && alias < 0; ++j)
+      if ((*new_externals)[j].impl()->storage.get() == storage) alias = base + static_cast<int32_t>(j);
+    if (alias != g.alias_of) return false;
+    new_externals->push_back(t);
+    return true;
+  };
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (!check(call.inputs[i], edge.inputs[i])) {
+      new_externals->clear();
+      return false;
+    }
+  }
+  if (target && !check(*target, edge.target)) {
+    new_externals->clear();
+    return false;
+  }
+  if (guard != edge.new_guards.size()) {
+    new_externals->clear();
+    return false;
+  }
+  return true;
+}
+
 bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                                 const TraceOp& op, TraceOp* fresh,
                                 std::vector<Tensor>* fresh_externals) {
@@ -190,12 +256,10 @@ InputRef TraceRecorder::ref_for(const Tensor& t, bool fresh, TraceOp* op,
                                 std::vector<Tensor>* new_externals) const {
   const TensorImpl* key = t.impl();
   if (!fresh) {
-    auto it = values_.find(key);
-    if (it != values_.end() && !it->second.impl.expired())
-      return InputRef{InputRef::Kind::Value, it->second.index};
-    auto jt = external_of_.find(key);
-    if (jt != external_of_.end() && !jt->second.impl.expired())
-      return InputRef{InputRef::Kind::External, jt->second.index};
+    const int value = values_.find(key);
+    if (value >= 0) return InputRef{InputRef::Kind::Value, value};
+    const int slot = external_of_.find(key);
+    if (slot >= 0) return InputRef{InputRef::Kind::External, slot};
   }
   const int32_t base = fresh ? 0 : static_cast<int32_t>(externals_.size());
   for (size_t i = 0; i < new_externals->size(); ++i)
@@ -265,14 +329,14 @@ void TraceRecorder::commit(const TraceOp& op, const OpCall& call, std::vector<Te
                            const Tensor& value, const Tensor* target) {
   for (Tensor& t : new_externals) {
     const int index = static_cast<int>(externals_.size());
-    external_of_[t.impl()] = Slot{t.impl_ptr(), index};
+    external_of_.set(t.impl_ptr(), index);
     externals_.push_back(std::move(t));
   }
   new_externals.clear();
   for (const Scalar& s : call.scalars) scalars_.push_back(s);
   const int index = node_->depth - 1;
   outputs_.push_back(value.impl_ptr());
-  values_[value.impl()] = Slot{value.impl_ptr(), index};
+  values_.set(value.impl_ptr(), index);
   (void)op;
   (void)target;
 }

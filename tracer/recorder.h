@@ -15,10 +15,10 @@
 #include <chrono>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "ops/dispatch.h"
+#include "tracer/impl_map.h"
 #include "tracer/report.h"
 #include "tracer/trace_tree.h"
 
@@ -61,10 +61,6 @@ class TraceRecorder final : public DispatchHook {
  private:
   enum class Mode : uint8_t { Idle, Record, Replay, Eager };
   enum class Boundary : uint8_t { Region, Loop, Break, Abort };
-  struct Slot {
-    std::weak_ptr<TensorImpl> impl;
-    int index;
-  };
   struct BreakStats {
     std::string reason;
     UserSite site;
@@ -74,6 +70,10 @@ class TraceRecorder final : public DispatchHook {
 
   bool active() const { return enabled_ || !regions_.empty(); }
   bool handle(const OpCall& call, const OutputMeta& meta, const Tensor* target, Tensor* result);
+  // Whether a call is the op on a trie edge (the replay fast path: no TraceOp is built).
+  // On success new_externals holds the call's new external inputs in slot order.
+  bool match_call(const TraceOp& edge, const OpCall& call, const Tensor* target,
+                  std::vector<Tensor>* new_externals) const;
   TraceOp describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                    std::vector<Tensor>* new_externals, bool fresh) const;
   InputRef ref_for(const Tensor& t, bool fresh, TraceOp* op, std::vector<Tensor>* new_externals) const;
@@ -105,8 +105,8 @@ class TraceRecorder final : public DispatchHook {
   std::vector<Tensor> externals_;
   std::vector<Scalar> scalars_;
   std::vector<std::weak_ptr<TensorImpl>> outputs_;  // per op: the tensor the user got
-  std::unordered_map<const TensorImpl*, Slot> values_;     // impl -> op producing its value
-  std::unordered_map<const TensorImpl*, Slot> external_of_; // impl -> external slot
+  ImplMap values_;       // tensor -> op producing its current value
+  ImplMap external_of_;  // tensor -> external input slot
   std::shared_ptr<PendingValue> pending_token_;
   int64_t walk_eager_ns_ = 0;
   std::string walk_guard_failure_;  // why the last replay left its trace (for recompiles)

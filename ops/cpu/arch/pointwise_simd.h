@@ -1,0 +1,213 @@
+// The vector kernels behind simd::KernelTable, written once as templates over the
+// xsimd architecture. Include ONLY from the arch files (pointwise_<arch>.cpp), each
+// compiled with its own -m flags. Everything here has internal linkage (anonymous
+// namespace) so that code built for one instruction set can never be merged by the
+// linker with another file's copy and then run on a CPU that lacks it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+// xsimd 8.1 defines the scalar helpers of sin/cos argument reduction as plain inline
+// functions (xsimd::detail::__kernel_rem_pio2, __ieee754_rem_pio2): each arch file
+// would emit a weak copy built with its own -m flags and the linker would keep one for
+// all of them (an AVX copy reached from the SSE2 path). Each arch file names them apart.
+#ifndef KILN_SIMD_ARCH_TAG
+#error "define KILN_SIMD_ARCH_TAG (avx512, avx2, sse2) before including pointwise_simd.h"
+#endif
+#define KILN_SIMD_CONCAT_IMPL(a, b) a##_kiln_##b
+#define KILN_SIMD_CONCAT(a, b) KILN_SIMD_CONCAT_IMPL(a, b)
+#define __kernel_rem_pio2 KILN_SIMD_CONCAT(__kernel_rem_pio2, KILN_SIMD_ARCH_TAG)
+#define __ieee754_rem_pio2 KILN_SIMD_CONCAT(__ieee754_rem_pio2, KILN_SIMD_ARCH_TAG)
+
+// GCC 12 warns "__Y may be used uninitialized" inside its own avx512fintrin.h
+// (_mm512_undefined_*, GCC PR 105593) when xsimd's AVX-512 code is inlined at -O2+.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <xsimd/xsimd.hpp>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#undef __kernel_rem_pio2
+#undef __ieee754_rem_pio2
+
+#include "ops/cpu/simd.h"
+#include "ops/pointwise_math.h"
+
+namespace kiln::cpu::simd {
+namespace {  // NOLINT(google-build-namespaces): see the header comment
+
+// ---- functor wrappers where pm:: on a batch does not give the scalar path's answer
+//
+// xsimd 8.1 implements batch != with an ordered compare on AVX and AVX-512
+// (_CMP_NEQ_OQ: NaN != NaN is false) but an unordered one on SSE2, so `x != x` is no
+// NaN test and `a != b` is wrong for NaN there. pm::'s relu (select(x > 0, x, 0)),
+// maximum/minimum (NaN tests by a != a) and ne are therefore restated with
+// xsimd::isnan and !(a == b); every other functor is used as is.
+
+template <OpId Op>
+struct VectorUnary {
+  template <class B>
+  B operator()(B x) const {
+    return pm::UnaryFn<Op>{}(x);
+  }
+};
+template <>
+struct VectorUnary<OpId::Relu> {  // keeps NaN, like the scalar form and PyTorch
+  template <class B>
+  B operator()(B x) const {
+    return xsimd::select(x > B(0) || xsimd::isnan(x), x, B(0));
+  }
+};
+
+template <OpId Op>
+struct VectorBinary {
+  template <class B>
+  auto operator()(B a, B b) const {
+    return pm::BinaryFn<Op>{}(a, b);
+  }
+};
+template <>
+struct VectorBinary<OpId::Ne> {
+  template <class B>
+  auto operator()(B a, B b) const {
+    return !(a == b);
+  }
+};
+template <>
+struct VectorBinary<OpId::Maximum> {  // NaN in either operand gives NaN
+  template <class B>
+  B operator()(B a, B b) const {
+    return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::max(a, b)));
+  }
+};
+template <>
+struct VectorBinary<OpId::Minimum> {
+  template <class B>
+  B operator()(B a, B b) const {
+    return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::min(a, b)));
+  }
+};
+
+// ---- loops over contiguous arrays; the tail goes through one padded batch
+
+// Copies a tail of fewer than one batch (a plain loop: cheaper than memcpy calls here).
+template <class T>
+inline void copy_tail(T* dst, const T* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+template <class T, class Arch, class F>
+inline void map1(const T* x, T* out, int64_t n, F f) {
+  using B = xsimd::batch<T, Arch>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) f(B::load_unaligned(x + i)).store_unaligned(out + i);
+  if (i < n) {
+    alignas(64) T buf[W] = {};
+    copy_tail(buf, x + i, n - i);
+    f(B::load_aligned(buf)).store_aligned(buf);
+    copy_tail(out + i, buf, n - i);
+  }
+}
+
+template <class T, class Arch, class F>
+inline void map2(const T* a, const T* b, T* out, int64_t n, F f) {
+  using B = xsimd::batch<T, Arch>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(out + i);
+  if (i < n) {
+    alignas(64) T abuf[W] = {}, bbuf[W] = {};
+    copy_tail(abuf, a + i, n - i);
+    copy_tail(bbuf, b + i, n - i);
+    f(B::load_aligned(abuf), B::load_aligned(bbuf)).store_aligned(abuf);
+    copy_tail(out + i, abuf, n - i);
+  }
+}
+
+template <class T, class Arch, class F>
+inline void compare2(const T* a, const T* b, bool* out, int64_t n, F f) {
+  using B = xsimd::batch<T, Arch>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    f(B::load_unaligned(a + i), B::load_unaligned(b + i)).store_unaligned(out + i);
+  if (i < n) {
+    alignas(64) T abuf[W] = {}, bbuf[W] = {};
+    alignas(64) bool obuf[W];
+    copy_tail(abuf, a + i, n - i);
+    copy_tail(bbuf, b + i, n - i);
+    f(B::load_aligned(abuf), B::load_aligned(bbuf)).store_aligned(obuf);
+    copy_tail(out + i, obuf, n - i);
+  }
+}
+
+// ---- the table entries
+
+template <class T, class Arch, OpId Op>
+void unary_kernel(const T* x, T* out, int64_t n) {
+  map1<T, Arch>(x, out, n, VectorUnary<Op>{});
+}
+template <class T, class Arch, class Fn>
+void unary_functor_kernel(const T* x, T* out, int64_t n) {
+  map1<T, Arch>(x, out, n, Fn{});
+}
+template <class T, class Arch, OpId Op>
+void binary_kernel(const T* a, const T* b, T* out, int64_t n) {
+  map2<T, Arch>(a, b, out, n, VectorBinary<Op>{});
+}
+template <class T, class Arch, OpId Op>
+void compare_kernel(const T* a, const T* b, bool* out, int64_t n) {
+  compare2<T, Arch>(a, b, out, n, VectorBinary<Op>{});
+}
+template <class T, class Arch>
+void clamp_kernel(const T* x, T* out, int64_t n, T lo, T hi) {
+  using B = xsimd::batch<T, Arch>;
+  const B vlo(lo), vhi(hi);
+  // Comparisons with NaN are false, so a NaN input passes through unchanged.
+  map1<T, Arch>(x, out, n, [vlo, vhi](B v) {
+    v = xsimd::select(v < vlo, vlo, v);
+    return xsimd::select(v > vhi, vhi, v);
+  });
+}
+
+template <class T, class Arch, OpId... Ops>
+void set_unary(KernelTable<T>& t) {
+  ((t.unary[static_cast<int>(Ops)] = &unary_kernel<T, Arch, Ops>), ...);
+}
+template <class T, class Arch, OpId... Ops>
+void set_binary(KernelTable<T>& t) {
+  ((t.binary[static_cast<int>(Ops)] = &binary_kernel<T, Arch, Ops>), ...);
+}
+template <class T, class Arch, OpId... Ops>
+void set_compare(KernelTable<T>& t) {
+  ((t.compare[static_cast<int>(Ops)] = &compare_kernel<T, Arch, Ops>), ...);
+}
+
+template <class T, class Arch>
+void fill_table(KernelTable<T>& t) {
+  set_unary<T, Arch, OpId::Neg, OpId::Abs, OpId::Exp, OpId::Log, OpId::Sqrt, OpId::Rsqrt, OpId::Sin,
+            OpId::Cos, OpId::Tanh, OpId::Sigmoid, OpId::Relu, OpId::Silu, OpId::Reciprocal>(t);
+  t.unary[static_cast<int>(OpId::Gelu)] = &unary_functor_kernel<T, Arch, pm::GeluErf>;
+  t.gelu_tanh = &unary_functor_kernel<T, Arch, pm::GeluTanh>;
+  set_binary<T, Arch, OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum,
+             OpId::Minimum>(t);
+  set_compare<T, Arch, OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge>(t);
+  t.clamp = &clamp_kernel<T, Arch>;
+}
+
+template <class Arch>
+void fill_set(KernelSet* set, const char* name) {
+  set->arch = name;
+  fill_table<float, Arch>(set->f32);
+  fill_table<double, Arch>(set->f64);
+}
+
+}  // namespace
+}  // namespace kiln::cpu::simd

@@ -1,0 +1,292 @@
+// runtime/cuda_context.h over the CUDA runtime API (cudart, linked statically; never the
+// driver library, so a binary starts on a machine without a driver).
+//
+// Detection: cudaGetDeviceCount once (std::call_once); "no driver" (35), "no device"
+// (100) and any other failure mean zero devices, never an exception.
+//
+// Streams: one non-blocking stream per device, created on first use. Every kiln op on a
+// device runs on it, so work on a device is totally ordered.
+//
+// Allocator: a caching allocator per device. Requests are rounded up (512 B granularity
+// up to 1 MiB, 2 MiB granularity above) and released blocks go to a size-keyed free list
+// and are handed out again; cudaMalloc runs only on a miss and cudaFree only when the
+// cache is emptied. Reusing a block right after its release is safe without events
+// because the freed block's last users and its next users are all on the device's one
+// stream (stream order). On cudaErrorMemoryAllocation the cache is emptied and the
+// allocation retried once; a second failure clears the error and throws
+// OutOfMemoryError naming the request, kiln's usage and the device.
+//
+// Process exit: the per-device state is intentionally leaked (never destroyed), so that
+// tensors destroyed during static destruction only push blocks onto free lists and no
+// CUDA call runs after the CUDA runtime has been torn down.
+#include "runtime/cuda_context.h"
+
+#include <cuda_runtime_api.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace kiln::cuda_context {
+namespace {
+
+constexpr size_t kSmallLimit = size_t{1} << 20;  // up to 1 MiB: 512 B granularity
+constexpr size_t kSmallRound = 512;
+constexpr size_t kLargeRound = size_t{2} << 20;  // above: 2 MiB granularity
+
+size_t round_block(size_t nbytes) {
+  size_t g = nbytes <= kSmallLimit ? kSmallRound : kLargeRound;
+  return (nbytes + g - 1) / g * g;
+}
+
+std::string error_text(cudaError_t e) {
+  return detail::cat(cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+}
+
+void throw_on_error(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so the runtime stays usable
+  throw BackendError(detail::cat("[cuda] ", what, " failed: ", error_text(e)));
+}
+
+// Makes `device` current for the calling thread and restores the previous one.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) throw_on_error(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~DeviceScope() {
+    int now = -1;
+    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_)
+      cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+struct DeviceState {
+  std::once_flag stream_once;
+  cudaStream_t stream = nullptr;
+
+  std::mutex mutex;                               // guards everything below
+  std::multimap<size_t, void*> free_blocks;       // block size -> block
+  std::unordered_map<void*, size_t> live_blocks;  // block -> block size
+  size_t cached = 0;                              // bytes in free_blocks
+  size_t allocated = 0;                           // bytes in live_blocks
+};
+
+struct Devices {
+  int count = 0;
+  std::vector<DeviceState*> states;  // leaked on purpose (see the header comment)
+};
+
+const Devices& devices() {
+  static Devices* d = [] {
+    auto* out = new Devices();
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      // cudaErrorInsufficientDriver (35) and cudaErrorNoDevice (100) are the expected
+      // answers on a machine without a GPU; anything else is treated the same way.
+      cudaGetLastError();
+      n = 0;
+    }
+    out->count = n;
+    for (int i = 0; i < n; ++i) out->states.push_back(new DeviceState());
+    return out;
+  }();
+  return *d;
+}
+
+DeviceState& state(int device) {
+  const Devices& d = devices();
+  KILN_CHECK(d.count > 0, DeviceError, "[cuda] cuda:", device,
+             " was requested but no CUDA device is available (no GPU or no driver)");
+  KILN_CHECK(device >= 0 && device < d.count, DeviceError, "[cuda] device cuda:", device,
+             " does not exist (", d.count, " CUDA device", d.count == 1 ? "" : "s", ")");
+  return *d.states[static_cast<size_t>(device)];
+}
+
+// Frees every cached block of one device. Caller holds s.mutex.
+void free_cached_locked(DeviceState& s, int device) {
+  if (s.free_blocks.empty()) return;
+  DeviceScope scope(device);
+  // cudaFree synchronizes the device anyway; sync first so errors are attributed here.
+  if (s.stream) cudaStreamSynchronize(s.stream);
+  for (auto& [size, ptr] : s.free_blocks) cudaFree(ptr);
+  s.free_blocks.clear();
+  s.cached = 0;
+  cudaGetLastError();
+}
+
+// Finds a cached block for a rounded request: the exact size for small blocks, at most
+// 25% larger for large ones (blocks are never split).
+void* take_cached_locked(DeviceState& s, size_t block) {
+  auto it = s.free_blocks.lower_bound(block);
+  if (it == s.free_blocks.end()) return nullptr;
+  size_t limit = block <= kSmallLimit ? block : block + block / 4;
+  if (it->first > limit) return nullptr;
+  void* p = it->second;
+  s.cached -= it->first;
+  s.allocated += it->first;
+  s.live_blocks.emplace(p, it->first);
+  s.free_blocks.erase(it);
+  return p;
+}
+
+}  // namespace
+
+bool built_with_cuda() { return true; }
+
+int device_count() { return devices().count; }
+
+bool is_available() { return device_count() > 0; }
+
+std::string device_name(int device) {
+  state(device);
+  cudaDeviceProp prop;
+  throw_on_error(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  return prop.name;
+}
+
+void* allocate(size_t nbytes, int device) {
+  DeviceState& s = state(device);
+  if (nbytes == 0) return nullptr;
+  size_t block = round_block(nbytes);
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (void* p = take_cached_locked(s, block)) return p;
+
+  DeviceScope scope(device);
+  void* p = nullptr;
+  cudaError_t e = cudaMalloc(&p, block);
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    free_cached_locked(s, device);
+    e = cudaMalloc(&p, block);
+  }
+  if (e == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) cudaGetLastError();
+    throw OutOfMemoryError(detail::cat(
+        "[cuda] out of memory on cuda:", device, ": tried to allocate ", nbytes,
+        " bytes; kiln has ", s.allocated, " bytes allocated on this device (cache emptied); ",
+        free_b, " of ", total_b, " bytes free on the device"));
+  }
+  throw_on_error(e, "cudaMalloc");
+  s.allocated += block;
+  s.live_blocks.emplace(p, block);
+  return p;
+}
+
+void release(void* ptr, size_t nbytes, int device) {
+  if (ptr == nullptr) return;
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return;  // cannot happen for kiln's own blocks
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.live_blocks.find(ptr);
+  if (it == s.live_blocks.end()) return;  // not ours: ignore rather than corrupt the cache
+  size_t block = it->second;
+  s.live_blocks.erase(it);
+  s.allocated -= block;
+  s.cached += block;
+  s.free_blocks.emplace(block, ptr);
+}
+
+void empty_cache() {
+  const Devices& d = devices();
+  for (int i = 0; i < d.count; ++i) {
+    DeviceState& s = *d.states[static_cast<size_t>(i)];
+    std::lock_guard<std::mutex> lock(s.mutex);
+    free_cached_locked(s, i);
+  }
+}
+
+size_t cached_bytes(int device) {
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return 0;
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.cached;
+}
+
+size_t allocated_bytes(int device) {
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return 0;
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.allocated;
+}
+
+void* stream(int device) {
+  DeviceState& s = state(device);
+  std::call_once(s.stream_once, [&] {
+    DeviceScope scope(device);
+    throw_on_error(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
+                   "cudaStreamCreateWithFlags");
+  });
+  return s.stream;
+}
+
+void synchronize(int device) {
+  auto st = static_cast<cudaStream_t>(stream(device));
+  throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+}
+
+void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device) {
+  if (nbytes == 0) return;
+  auto st = static_cast<cudaStream_t>(stream(device));
+  DeviceScope scope(device);
+  throw_on_error(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, st),
+                 "cudaMemcpyAsync (host to device)");
+  throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize (host to device)");
+}
+
+void copy_device_to_host(void* dst, const void* src, size_t nbytes, int device) {
+  if (nbytes == 0) return;
+  auto st = static_cast<cudaStream_t>(stream(device));
+  DeviceScope scope(device);
+  throw_on_error(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, st),
+                 "cudaMemcpyAsync (device to host)");
+  throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize (device to host)");
+}
+
+void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
+                           size_t nbytes) {
+  if (nbytes == 0) return;
+  auto src_stream = static_cast<cudaStream_t>(stream(src_device));
+  if (dst_device == src_device) {
+    DeviceScope scope(src_device);
+    throw_on_error(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToDevice, src_stream),
+                   "cudaMemcpyAsync (device to device)");
+    return;
+  }
+  // Across devices: the destination block may still be read or written by earlier work
+  // on its own stream, and later work there must see the data, so wait on both sides.
+  auto dst_stream = static_cast<cudaStream_t>(stream(dst_device));
+  {
+    DeviceScope scope(dst_device);
+    throw_on_error(cudaStreamSynchronize(dst_stream), "cudaStreamSynchronize (peer copy)");
+  }
+  DeviceScope scope(src_device);
+  throw_on_error(cudaMemcpyPeerAsync(dst, dst_device, src, src_device, nbytes, src_stream),
+                 "cudaMemcpyPeerAsync");
+  throw_on_error(cudaStreamSynchronize(src_stream), "cudaStreamSynchronize (peer copy)");
+}
+
+void check_last_launch(const char* op) {
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return;
+  throw BackendError(detail::cat("[", op, "] CUDA kernel launch failed: ", error_text(e)));
+}
+
+}  // namespace kiln::cuda_context
