@@ -1,0 +1,144 @@
+"""The tracer, from Python: kiln records the op stream of eager code, compiles a
+sequence once it has repeated (the warmup) and replays it from then on.
+
+    @kiln.compile(warmup=2, fullgraph=False)
+    def step(x, w):
+        return kiln.relu(x @ w).sum()
+
+    with kiln.region("attention"):
+        ...
+
+    print(kiln.explain())          # traces, graph breaks with their cost, recompiles
+
+Automatic tracing of all eager code is on by default (``KILN_TRACE=0`` or
+``kiln.set_tracing(False)`` turns it off; regions and ``compile`` still trace).
+Trace boundaries: region entry and exit, host reads (``item()``, ``tolist()``,
+``numpy()``, printing, ``bool(t)``, copies to the host), the loop coming round to an
+op that started the trace, and a maximum trace length.
+"""
+
+import functools as _functools
+import json as _json
+
+from . import _kiln as _C
+
+GraphBreakError = _C.GraphBreakError
+
+
+class region:
+    """A traced region: its entry and exit are trace boundaries.
+
+    warmup: how many times a trace in it must be seen before it compiles (default:
+    KILN_WARMUP, 2). fullgraph: raise GraphBreakError at the first graph break inside.
+    Usable as ``with kiln.region("name"):`` or as a decorator.
+    """
+
+    def __init__(self, name="region", warmup=None, fullgraph=False):
+        if warmup is not None and (not isinstance(warmup, int) or warmup < 1):
+            raise ValueError(f"[region] warmup must be a positive int, got {warmup!r}")
+        self.name = str(name)
+        self.warmup = -1 if warmup is None else int(warmup)
+        self.fullgraph = bool(fullgraph)
+
+    def __enter__(self):
+        _C._region_enter(self.name, self.warmup, self.fullgraph)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None:
+            try:
+                _C._region_exit(True)
+            except Exception:  # the user's exception wins
+                pass
+            return False
+        _C._region_exit(False)
+        return False
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with region(self.name, None if self.warmup < 0 else self.warmup, self.fullgraph):
+                return fn(*args, **kwargs)
+
+        return wrapped
+
+
+_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def compile(fn=None, *, warmup=None, fullgraph=False, mode="default", name=None):
+    """Marks fn as a traced region, called as usual: ``kiln.compile(fn)`` or
+    ``@kiln.compile(warmup=3, fullgraph=True)``.
+
+    Each call runs fn; its op stream is recorded, compiled after ``warmup`` calls and
+    replayed lazily from then on (safe whatever fn does between ops). mode is accepted
+    for PyTorch compatibility; every mode currently replays this way.
+    """
+    if mode not in _MODES:
+        raise ValueError(f"[compile] mode must be one of {_MODES}, got {mode!r}")
+
+    def decorate(f):
+        if not callable(f):
+            raise TypeError(f"[compile] expected a callable, got {type(f).__name__}")
+        label = name or getattr(f, "__qualname__", getattr(f, "__name__", "compiled"))
+        return region(label, warmup, fullgraph)(f)
+
+    return decorate if fn is None else decorate(fn)
+
+
+class Explanation:
+    """What the tracer did: ``traces``, ``graph_breaks`` (reason, file, line, function,
+    count, eager_ms: time spent eager because of it), ``recompiles`` (the guard that
+    failed), as lists of dicts. ``str()`` is a table; ``json()`` the raw report."""
+
+    def __init__(self, table, raw):
+        self._table = table
+        self._json = raw
+        data = _json.loads(raw)
+        self.traces = data["traces"]
+        self.graph_breaks = data["graph_breaks"]
+        self.recompiles = data["recompiles"]
+        self.eager_traces = data["eager_anchors"]
+        self.ops_recorded = data["ops_recorded"]
+        self.ops_replayed = data["ops_replayed"]
+        self.compile_ms = data["compile_ms"]
+
+    def json(self):
+        return self._json
+
+    def table(self):
+        return self._table
+
+    def __str__(self):
+        return self._table
+
+    __repr__ = __str__
+
+
+def explain():
+    """The tracer's report for this thread (see Explanation)."""
+    return Explanation(*_C._explain())
+
+
+def reset():
+    """Forgets every trace, graph break and statistic of this thread."""
+    _C._reset()
+
+
+def set_tracing(enabled):
+    """Turns automatic tracing of eager code on or off (regions still trace)."""
+    _C._set_tracing(bool(enabled))
+
+
+def is_tracing():
+    return _C._tracing_enabled()
+
+
+def set_config(**settings):
+    """Changes tracer settings: warmup, recompile_limit, max_trace_length, verify, logs
+    (a comma list like KILN_LOGS). Returns the previous values."""
+    previous = {}
+    for key, value in settings.items():
+        previous[key] = _C._get_config(key)
+        _C._set_config(key, value)
+    return previous

@@ -1,0 +1,221 @@
+"""kiln.nn.functional: the PyTorch functional API over kiln ops.
+
+Everything here is composed from kiln ops, so it runs on the CPU and CUDA alike and
+the tracer sees the ops one by one.
+"""
+
+import math
+
+from .. import _kiln as _C
+
+__all__ = [
+    "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
+    "layer_norm", "linear", "dropout", "conv2d", "max_pool2d", "avg_pool2d",
+    "cross_entropy", "nll_loss", "mse_loss", "embedding", "one_hot",
+    "scaled_dot_product_attention",
+]
+
+
+def relu(input, inplace=False):
+    return input.relu_() if inplace else _C.relu(input)
+
+
+def relu_(input):
+    return input.relu_()
+
+
+def gelu(input, approximate="none"):
+    """GELU; approximate='tanh' uses 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    return _C.gelu(input, approximate)
+
+
+def silu(input, inplace=False):
+    out = _C.silu(input)
+    return input.copy_(out) if inplace else out
+
+
+def sigmoid(input):
+    return _C.sigmoid(input)
+
+
+def tanh(input):
+    return _C.tanh(input)
+
+
+def _softmax_dim(input, dim):
+    if dim is None:  # PyTorch's legacy implicit choice
+        return 0 if input.ndim in (0, 1, 3) else 1
+    return dim
+
+
+def softmax(input, dim=None, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.softmax(input, _softmax_dim(input, dim))
+
+
+def log_softmax(input, dim=None, dtype=None):
+    if dtype is not None:
+        input = input.to(dtype)
+    return _C.log_softmax(input, _softmax_dim(input, dim))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return _C.layer_norm(input, tuple(normalized_shape), weight, bias, float(eps))
+
+
+def linear(input, weight, bias=None):
+    """input @ weight.T + bias (weight: [out_features, in_features])."""
+    return _C.linear(input, weight, bias)
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zeroes elements with probability p (kiln.rand) and scales the rest by 1/(1-p);
+    the identity when not training."""
+    if p < 0.0 or p > 1.0:
+        raise _C.KilnValueError(f"[dropout] probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        out = input * 0
+    else:
+        keep = _C.rand(tuple(input.shape), dtype=input.dtype if input.dtype.is_floating_point
+                       else _C.float32, device=input.device) >= p
+        out = _C.where(keep, input * (1.0 / (1.0 - p)), 0.0)
+    return input.copy_(out) if inplace else out
+
+
+def _check_unit(name, op, value, unit):
+    values = value if isinstance(value, (tuple, list)) else (value,)
+    if any(v != unit for v in values):
+        raise _C.KilnValueError(f"[{op}] {name}={value} is not supported (only {unit})")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    _check_unit("dilation", "conv2d", dilation, 1)
+    _check_unit("groups", "conv2d", groups, 1)
+    if isinstance(padding, str):
+        raise _C.KilnValueError(f"[conv2d] padding='{padding}' is not supported; give ints")
+    return _C.conv2d(input, weight, bias, stride, padding)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    _check_unit("dilation", "max_pool2d", dilation, 1)
+    if ceil_mode or return_indices:
+        raise _C.KilnValueError("[max_pool2d] ceil_mode and return_indices are not supported")
+    return _C.max_pool2d(input, kernel_size, stride, padding)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        raise _C.KilnValueError("[avg_pool2d] only ceil_mode=False, count_include_pad=True and "
+                                "no divisor_override are supported")
+    return _C.avg_pool2d(input, kernel_size, stride, padding)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, **unused):
+    """Rows of weight picked by the integer tensor input (any shape)."""
+    if max_norm is not None:
+        raise _C.KilnValueError("[embedding] max_norm is not supported")
+    return _C.embedding(weight, input)
+
+
+def one_hot(tensor, num_classes=-1):
+    if num_classes < 0:
+        num_classes = int(tensor.max().item()) + 1
+    classes = _C.arange(num_classes, device=tensor.device)
+    return (tensor.unsqueeze(-1) == classes).to(_C.int64)
+
+
+def _class_dim_last(input):
+    """(N, C, d1, ...) -> (N * d1 * ..., C); (C,) -> (1, C)."""
+    if input.ndim == 1:
+        return input.unsqueeze(0)
+    if input.ndim == 2:
+        return input
+    return input.movedim(1, -1).reshape(-1, input.shape[1])
+
+
+def _reduce(loss, reduction, weight_sum=None):
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "mean":
+        return loss.sum() / weight_sum if weight_sum is not None else loss.mean()
+    raise _C.KilnValueError(f"[loss] reduction must be 'none', 'mean' or 'sum', got '{reduction}'")
+
+
+def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
+    """Negative log likelihood of log-probabilities input (N, C[, d...]) at class
+    indices target (N[, d...]); 'mean' averages over the non-ignored targets (weighted)."""
+    out_shape = tuple(target.shape)
+    logp = _class_dim_last(input)
+    tgt = target.reshape(-1)
+    num_classes = logp.shape[1]
+    if tgt.dtype.is_floating_point:
+        raise _C.DTypeError("[nll_loss] target must hold class indices (an integer tensor)")
+    classes = _C.arange(num_classes, device=logp.device)
+    hit = tgt.unsqueeze(1) == classes  # (N, C) one-hot, no row for ignored targets
+    picked = _C.where(hit, logp, 0.0).sum(1)
+    valid = (tgt != ignore_index).to(logp.dtype)
+    w = valid
+    if weight is not None:
+        w = _C.where(hit, weight.unsqueeze(0), 0.0).sum(1) * valid
+    loss = -picked * w
+    if reduction == "none":
+        return loss.reshape(out_shape)
+    return _reduce(loss, reduction, w.sum() if reduction == "mean" else None)
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    """log_softmax over the class dim (1, or 0 for a single sample) then nll_loss; a
+    floating target of input's shape is taken as class probabilities."""
+    class_dim = 0 if input.ndim == 1 else 1
+    logp = _C.log_softmax(input, class_dim)
+    if target.dtype.is_floating_point:
+        if weight is not None:
+            logp = logp * weight.reshape((-1,) + (1,) * (input.ndim - class_dim - 1))
+        loss = -(target * logp).sum(class_dim)
+        return _reduce(loss, reduction)
+    if label_smoothing:
+        smooth = -logp.mean(class_dim)
+        nll = nll_loss(logp, target, weight, ignore_index, "none")
+        loss = (1.0 - label_smoothing) * nll + label_smoothing * smooth.reshape(nll.shape)
+        if reduction == "none":
+            return loss
+        valid = (target != ignore_index).to(loss.dtype)
+        loss = loss * valid
+        return _reduce(loss, reduction, valid.sum() if reduction == "mean" else None)
+    return nll_loss(logp, target, weight, ignore_index, reduction)
+
+
+def mse_loss(input, target, reduction="mean"):
+    d = input - target
+    return _reduce(d * d, reduction)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None):
+    """softmax(q @ k^T * scale + mask) @ v over the last two dims."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        rows = _C.arange(L, device=query.device).unsqueeze(1)
+        cols = _C.arange(S, device=query.device).unsqueeze(0)
+        scores = _C.where(cols <= rows, scores, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == _C.bool:
+            scores = _C.where(attn_mask, scores, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    attn = _C.softmax(scores, -1)
+    if dropout_p:
+        attn = dropout(attn, dropout_p)
+    return attn @ value

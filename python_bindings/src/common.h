@@ -1,0 +1,72 @@
+// Shared pieces of the _kiln extension (Boost.Python over the C++ API in ops/api.h).
+//
+// The extension is split by concern so rebuilds stay incremental:
+//   module.cpp        BOOST_PYTHON_MODULE, the op table, RNG, CUDA queries
+//   errors.cpp        kiln errors -> Python exception classes (KilnError + builtin)
+//   converters.cpp    Scalar, DType, Device, Dims, tensor lists <-> Python objects
+//   tensor_class.cpp  class Tensor: metadata, views, conversions, operators, in place
+//   tensor_index.cpp  __getitem__ / __setitem__ (ints, slices, None, ..., tensors)
+//   ops.cpp           module-level op functions; unary/binary ones generated from
+//                     the op table (ops/ops.def), the rest bound one by one
+//   interop.cpp       __array_interface__, from_numpy, DLPack export and import
+//   site.cpp          the tracer's site provider (the user's Python file:line)
+//   tracer_api.cpp    regions, explain(), reset(), tracer settings, GraphBreakError
+// The pure-Python package (python_bindings/kiln) adds PyTorch spellings on top.
+#pragma once
+
+// Python.h must come first (it sets feature macros the C library headers read).
+#include <boost/python.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ops/api.h"
+#include "ops/dispatch.h"
+#include "runtime/error.h"
+
+namespace kiln::python {
+
+namespace bp = boost::python;
+
+void register_errors();
+void register_converters();
+void register_tensor_class();
+void register_tensor_index();
+void register_ops();
+void register_interop();
+void register_site();
+void register_tracer();
+
+// The Python class object of kiln.Tensor (set by register_tensor_class).
+PyObject* tensor_type();
+inline bool is_tensor(PyObject* obj) {
+  return PyObject_TypeCheck(obj, reinterpret_cast<PyTypeObject*>(tensor_type()));
+}
+// The Tensor held by a kiln.Tensor object (obj must be one: see is_tensor).
+const Tensor& tensor_of(PyObject* obj);
+
+// Python number (bool, int, float, numpy scalar) -> Scalar; false (a Python error set)
+// if obj is none.
+bool is_number(PyObject* obj);
+bool to_scalar(PyObject* obj, Scalar* out);
+bp::object scalar_to_python(const Scalar& s);
+
+// An int or a sequence of ints -> Dims. None -> empty dims when allow_none.
+Dims to_dims(const bp::object& obj, const char* op, const char* arg, bool allow_none = false);
+// A sequence of ints (or one int) -> Dims, for sizes given as varargs or one tuple:
+// args[first:] is either (n0, n1, ...) or ((n0, n1, ...),).
+Dims sizes_from_args(const bp::tuple& args, int first, const char* op);
+// An int or a pair of ints (conv stride, pool kernel) -> {a, b}.
+std::array<int64_t, 2> to_pair(const bp::object& obj, const char* op, const char* arg);
+// Python index (int-like, not bool) -> int64; throws DTypeError naming op and arg.
+int64_t to_int(PyObject* obj, const char* op, const char* arg);
+
+// The Python type name of obj, for error messages.
+std::string type_name(PyObject* obj);
+std::string type_name(const bp::object& obj);
+
+// Builds a tuple of Tensors.
+bp::tuple tensor_tuple(const std::vector<Tensor>& ts);
+
+}  // namespace kiln::python

@@ -1,0 +1,40 @@
+"""Shared fixtures for the kiln Python suite.
+
+Oracles are numpy and PyTorch CPU on fresh random inputs. Every test that draws random
+numbers takes the `rng` fixture: a numpy Generator seeded from the OS, whose seed is
+printed (shown by pytest on failure) and can be pinned with KILN_TEST_SEED=<n>.
+
+kiln is imported from PYTHONPATH (ctest sets it to <build>/python); run by hand, this
+file falls back to the first build*/python folder of the checkout that has the module.
+"""
+
+import glob
+import os
+import secrets
+import sys
+
+import numpy as np
+import pytest
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+try:
+    import kiln  # noqa: F401
+except ImportError:
+    for cand in sorted(glob.glob(os.path.join(_ROOT, "build*", "python"))):
+        if glob.glob(os.path.join(cand, "kiln", "_kiln*.so")):
+            sys.path.insert(0, cand)
+            break
+    import kiln  # noqa: F401
+
+
+@pytest.fixture
+def seed():
+    value = int(os.environ.get("KILN_TEST_SEED", secrets.randbits(32)))
+    print(f"[kiln test] random seed = {value} (rerun with KILN_TEST_SEED={value})")
+    return value
+
+
+@pytest.fixture
+def rng(seed):
+    return np.random.default_rng(seed)
