@@ -3,7 +3,7 @@
 // full writes scalars[0] converted to out's dtype (Scalar::as) into every element of
 // out, which may be a strided view (fill_ and zero_ land here). arange writes
 // out[i] = start + i * step (scalars: start, end, step) in int64 arithmetic for integer
-// outputs and in double otherwise, then converts to out's dtype.
+// outputs with integer start and step, in double otherwise, then converts to out's dtype.
 #include <cstring>
 
 #include "ops/cpu/convert.h"
@@ -65,6 +65,14 @@ template <class T>
 void arange_typed(const Tensor& out, const OpCall& call) {
   T* data = out.data<T>();
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (call.scalars[0].is_floating() || call.scalars[2].is_floating()) {  // arange(0, 5, 1.5) as int64: [0, 1, 3, 4] like PyTorch
+      const double start = call.scalars[0].to_double(), step = call.scalars[2].to_double();
+      parallel_for(0, out.numel(), kPointwiseGrain, [=](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+          data[i] = static_cast<T>(start + static_cast<double>(i) * step);
+      });
+      return;
+    }
     const int64_t start = call.scalars[0].to_int(), step = call.scalars[2].to_int();
     parallel_for(0, out.numel(), kPointwiseGrain, [=](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) data[i] = static_cast<T>(start + i * step);
