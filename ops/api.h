@@ -37,7 +37,9 @@ Tensor from_vector(const std::vector<T>& values, const Dims& sizes, Device devic
 Tensor scalar_tensor(const Scalar& value, TensorOptions opts = {});
 
 // The global generator: Philox4x32-10, counter based. The same seed gives the same
-// numbers on the CPU and on CUDA; each call advances the offset.
+// numbers on the CPU and on CUDA (rand bit for bit; randn in float64 to a few ulp, as
+// CUDA's double log/cos may round the last bit differently from glibc's); each call
+// advances the offset.
 void manual_seed(uint64_t seed);
 struct RandomState {
   uint64_t seed;
