@@ -111,7 +111,9 @@ RandomState next_random_state() {
   return RandomState{generator().seed.load(), generator().offset.fetch_add(1)};
 }
 
-Tensor empty(const Dims& sizes, TensorOptions opts) { return factory(OpId::Empty, sizes, {}, opts); }
+Tensor empty(const Dims& sizes, TensorOptions opts) {
+  return factory(OpId::Empty, sizes, {}, opts);
+}
 Tensor zeros(const Dims& sizes, TensorOptions opts) { return full(sizes, Scalar(0), opts); }
 Tensor ones(const Dims& sizes, TensorOptions opts) { return full(sizes, Scalar(1), opts); }
 Tensor full(const Dims& sizes, const Scalar& value, TensorOptions opts) {
@@ -147,9 +149,8 @@ Tensor randn(const Dims& sizes, TensorOptions opts) {
 template <class T>
 Tensor from_vector(const std::vector<T>& values, const Dims& sizes, Device device) {
   const int64_t n = dims_numel(sizes);
-  KILN_CHECK(static_cast<int64_t>(values.size()) == n, ShapeError, "[from_vector] ",
-             values.size(), " values cannot fill a tensor of shape ", dims_str(sizes), " (", n,
-             " elements)");
+  KILN_CHECK(static_cast<int64_t>(values.size()) == n, ShapeError, "[from_vector] ", values.size(),
+             " values cannot fill a tensor of shape ", dims_str(sizes), " (", n, " elements)");
   Tensor t = Tensor::make(sizes, dtype_of<T>(), kCPU);
   T* p = t.data<T>();
   for (int64_t i = 0; i < n; ++i) p[i] = values[i];
@@ -191,17 +192,17 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   return dispatch(call);
 }
 
-#define KILN_BINARY_DEF(name, Id)                                          \
-  Tensor name(const Tensor& a, const Tensor& b) {                          \
-    return dispatch(OpCall{OpId::Id, {a, b}, {}, {}});                     \
-  }                                                                        \
-  Tensor name(const Tensor& a, const Scalar& b) {                          \
-    return dispatch(OpCall{OpId::Id, {a}, {b}, {}});                       \
-  }                                                                        \
-  Tensor name(const Scalar& a, const Tensor& b) {                          \
-    OpCall call{OpId::Id, {b}, {a}, {}};                                   \
-    call.attrs.scalar_first = true;                                        \
-    return dispatch(call);                                                 \
+#define KILN_BINARY_DEF(name, Id)                      \
+  Tensor name(const Tensor& a, const Tensor& b) {      \
+    return dispatch(OpCall{OpId::Id, {a, b}, {}, {}}); \
+  }                                                    \
+  Tensor name(const Tensor& a, const Scalar& b) {      \
+    return dispatch(OpCall{OpId::Id, {a}, {b}, {}});   \
+  }                                                    \
+  Tensor name(const Scalar& a, const Tensor& b) {      \
+    OpCall call{OpId::Id, {b}, {a}, {}};               \
+    call.attrs.scalar_first = true;                    \
+    return dispatch(call);                             \
   }
 KILN_BINARY_DEF(add, Add)
 KILN_BINARY_DEF(sub, Sub)
@@ -232,10 +233,18 @@ Tensor where(const Tensor& cond, const Scalar& a, const Tensor& b) {
 
 // ---- reductions
 
-Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::Sum, x, dims, keepdim); }
-Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::Mean, x, dims, keepdim); }
-Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::Max, x, dims, keepdim); }
-Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) { return reduce(OpId::Min, x, dims, keepdim); }
+Tensor sum(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce(OpId::Sum, x, dims, keepdim);
+}
+Tensor mean(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce(OpId::Mean, x, dims, keepdim);
+}
+Tensor amax(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce(OpId::Max, x, dims, keepdim);
+}
+Tensor amin(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce(OpId::Min, x, dims, keepdim);
+}
 Tensor max(const Tensor& x) { return amax(x); }
 Tensor min(const Tensor& x) { return amin(x); }
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) { return amax(x, {dim}, keepdim); }
@@ -275,7 +284,9 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
 
 // ---- linear algebra, convolution, pooling
 
-Tensor matmul(const Tensor& a, const Tensor& b) { return dispatch(OpCall{OpId::Matmul, {a, b}, {}, {}}); }
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  return dispatch(OpCall{OpId::Matmul, {a, b}, {}, {}});
+}
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   OpCall call{OpId::Linear, {x, weight}, {}, {}};
@@ -350,8 +361,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
     KILN_CHECK(s >= 0, ValueError, "[split] split sizes must be non-negative, got ", s);
     total += s;
   }
-  KILN_CHECK(total == x.size(d), ShapeError, "[split] split sizes sum to ", total,
-             " but dim ", d, " has size ", x.size(d));
+  KILN_CHECK(total == x.size(d), ShapeError, "[split] split sizes sum to ", total, " but dim ", d,
+             " has size ", x.size(d));
   std::vector<Tensor> out;
   int64_t start = 0;
   for (int64_t s : sizes) {
@@ -399,9 +410,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
 // ---- operators
 
 Tensor operator-(const Tensor& x) { return neg(x); }
-#define KILN_OPERATOR_DEF(sym, fn)                                                       \
-  Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); }            \
-  Tensor operator sym(const Tensor& a, const Scalar& b) { return fn(a, b); }            \
+#define KILN_OPERATOR_DEF(sym, fn)                                           \
+  Tensor operator sym(const Tensor& a, const Tensor& b) { return fn(a, b); } \
+  Tensor operator sym(const Tensor& a, const Scalar& b) { return fn(a, b); } \
   Tensor operator sym(const Scalar& a, const Tensor& b) { return fn(a, b); }
 KILN_OPERATOR_DEF(+, add)
 KILN_OPERATOR_DEF(-, sub)

@@ -65,9 +65,9 @@ Tensor reciprocal(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
 // ---- pointwise binary; a scalar may stand on either side
-#define KILN_BINARY_DECL(name)                        \
-  Tensor name(const Tensor& a, const Tensor& b);     \
-  Tensor name(const Tensor& a, const Scalar& b);     \
+#define KILN_BINARY_DECL(name)                   \
+  Tensor name(const Tensor& a, const Tensor& b); \
+  Tensor name(const Tensor& a, const Scalar& b); \
   Tensor name(const Scalar& a, const Tensor& b);
 KILN_BINARY_DECL(add)
 KILN_BINARY_DECL(sub)
@@ -127,9 +127,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices);
 
 // ---- operators
 Tensor operator-(const Tensor& x);
-#define KILN_OPERATOR_DECL(sym)                              \
-  Tensor operator sym(const Tensor& a, const Tensor& b);     \
-  Tensor operator sym(const Tensor& a, const Scalar& b);     \
+#define KILN_OPERATOR_DECL(sym)                          \
+  Tensor operator sym(const Tensor& a, const Tensor& b); \
+  Tensor operator sym(const Tensor& a, const Scalar& b); \
   Tensor operator sym(const Scalar& a, const Tensor& b);
 KILN_OPERATOR_DECL(+)
 KILN_OPERATOR_DECL(-)

@@ -38,28 +38,46 @@ void run_kernel(const OpCall& call, const Tensor& out) {
   }
   if (out.numel() == 0 && family != OpFamily::IndexSelect) return;
   const bool cuda = out.device().is_cuda();
-#define KILN_RUN(fn) \
-  if (cuda) cuda::fn(call, out); \
-  else cpu::fn(call, out);       \
+#define KILN_RUN(fn)     \
+  if (cuda)              \
+    cuda::fn(call, out); \
+  else                   \
+    cpu::fn(call, out);  \
   return;
   switch (family) {
-    case OpFamily::Unary: KILN_RUN(unary)
-    case OpFamily::Clamp: KILN_RUN(clamp)
-    case OpFamily::Binary: KILN_RUN(binary)
-    case OpFamily::Where: KILN_RUN(where)
-    case OpFamily::Reduce: KILN_RUN(reduce)
-    case OpFamily::Softmax: KILN_RUN(softmax)
-    case OpFamily::LayerNorm: KILN_RUN(layer_norm)
-    case OpFamily::Matmul: KILN_RUN(matmul)
-    case OpFamily::Linear: KILN_RUN(linear)
-    case OpFamily::Conv2d: KILN_RUN(conv2d)
-    case OpFamily::Pool2d: KILN_RUN(pool2d)
-    case OpFamily::Cat: KILN_RUN(cat)
-    case OpFamily::IndexSelect: KILN_RUN(index_select)
-    case OpFamily::Factory: KILN_RUN(factory)
-    case OpFamily::Random: KILN_RUN(random)
+    case OpFamily::Unary:
+      KILN_RUN(unary)
+    case OpFamily::Clamp:
+      KILN_RUN(clamp)
+    case OpFamily::Binary:
+      KILN_RUN(binary)
+    case OpFamily::Where:
+      KILN_RUN(where)
+    case OpFamily::Reduce:
+      KILN_RUN(reduce)
+    case OpFamily::Softmax:
+      KILN_RUN(softmax)
+    case OpFamily::LayerNorm:
+      KILN_RUN(layer_norm)
+    case OpFamily::Matmul:
+      KILN_RUN(matmul)
+    case OpFamily::Linear:
+      KILN_RUN(linear)
+    case OpFamily::Conv2d:
+      KILN_RUN(conv2d)
+    case OpFamily::Pool2d:
+      KILN_RUN(pool2d)
+    case OpFamily::Cat:
+      KILN_RUN(cat)
+    case OpFamily::IndexSelect:
+      KILN_RUN(index_select)
+    case OpFamily::Factory:
+      KILN_RUN(factory)
+    case OpFamily::Random:
+      KILN_RUN(random)
     case OpFamily::ToDevice:
-    case OpFamily::View: return;
+    case OpFamily::View:
+      return;
   }
 #undef KILN_RUN
 }
@@ -91,14 +109,14 @@ void dispatch_into(const OpCall& call, const Tensor& out) {
   KILN_CHECK(meta.sizes == out.sizes(), ShapeError, "[", call.name(), "] the result of shape ",
              dims_str(meta.sizes), " cannot be written in place into a tensor of shape ",
              dims_str(out.sizes()));
-  KILN_CHECK(meta.device == out.device(), DeviceError, "[", call.name(),
-             "] the result on ", meta.device.str(), " cannot be written in place into a tensor on ",
+  KILN_CHECK(meta.device == out.device(), DeviceError, "[", call.name(), "] the result on ",
+             meta.device.str(), " cannot be written in place into a tensor on ",
              out.device().str());
   // PyTorch's in-place rule: the result dtype must be castable to out's dtype without
   // changing category (float into int or anything non-bool into bool is refused).
   const bool ok = meta.dtype == out.dtype() || is_floating(out.dtype()) ||
-                  (is_integral(out.dtype()) && !is_floating(meta.dtype)) ||
-                  call.op == OpId::Cast || call.info().family == OpFamily::Factory;
+                  (is_integral(out.dtype()) && !is_floating(meta.dtype)) || call.op == OpId::Cast ||
+                  call.info().family == OpFamily::Factory;
   KILN_CHECK(ok, DTypeError, "[", call.name(), "] result dtype ", dtype_name(meta.dtype),
              " cannot be written in place into a tensor of dtype ", dtype_name(out.dtype()));
   if (DispatchHook* hook = current_hook()) {

@@ -46,7 +46,9 @@ KILN_HD Uint4 draw(uint64_t seed, uint64_t offset, uint64_t index) {
 }
 
 // Uniform in [0, 1) from 24 random bits (exact in float).
-KILN_HD float uniform(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+KILN_HD float uniform(uint32_t bits) {
+  return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f);
+}
 // Uniform in [0, 1) with 53 bits for double outputs.
 KILN_HD double uniform_double(uint32_t a, uint32_t b) {
   uint64_t bits = (static_cast<uint64_t>(a) << 21) ^ static_cast<uint64_t>(b >> 11);
@@ -62,11 +64,16 @@ KILN_HD double rand_value(uint64_t seed, uint64_t offset, uint64_t index, int bi
   const uint64_t word = (static_cast<uint64_t>(r.x) << 32) | r.y;
   return static_cast<double>(word >> (64 - bits)) * (1.0 / static_cast<double>(1ull << bits));
 }
-template <class T> constexpr int uniform_bits() {
-  if constexpr (sizeof(T) == 8) return 53;
-  else if constexpr (sizeof(T) == 4) return 24;
-  else if constexpr (std::is_same_v<T, BFloat16>) return 8;
-  else return 11;
+template <class T>
+constexpr int uniform_bits() {
+  if constexpr (sizeof(T) == 8)
+    return 53;
+  else if constexpr (sizeof(T) == 4)
+    return 24;
+  else if constexpr (std::is_same_v<T, BFloat16>)
+    return 8;
+  else
+    return 11;
 }
 KILN_HD double randn_value(uint64_t seed, uint64_t offset, uint64_t index) {
   Uint4 r = draw(seed, offset, index);

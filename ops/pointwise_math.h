@@ -35,14 +35,16 @@ KILN_HD double abs(double x) { return ::fabs(x); }
 KILN_HD int32_t abs(int32_t x) { return x < 0 ? -x : x; }
 KILN_HD int64_t abs(int64_t x) { return x < 0 ? -x : x; }
 // max/min propagate NaN like PyTorch's maximum/minimum.
-template <class T> KILN_HD T max(T a, T b) {
+template <class T>
+KILN_HD T max(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
   }
   return a > b ? a : b;
 }
-template <class T> KILN_HD T min(T a, T b) {
+template <class T>
+KILN_HD T min(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     if (a != a) return a;
     if (b != b) return b;
@@ -51,7 +53,8 @@ template <class T> KILN_HD T min(T a, T b) {
 }
 // Integer power by squaring (PyTorch keeps int ** int integral; negative exponents give 0
 // except for bases 1 and -1).
-template <class T> KILN_HD T ipow(T base, T e) {
+template <class T>
+KILN_HD T ipow(T base, T e) {
   if (e < 0) {
     if (base == 1) return 1;
     if (base == -1) return (e & 1) ? -1 : 1;
@@ -67,14 +70,23 @@ template <class T> KILN_HD T ipow(T base, T e) {
 }
 
 // ---- unary functors: UnaryFn<OpId::X>{}(x). T is float/double/int or a SIMD batch.
-template <OpId Op> struct UnaryFn;
-#define KILN_UNARY_FN(Id, expr)                                              \
-  template <> struct UnaryFn<OpId::Id> {                                     \
-    template <class T> KILN_HD T operator()(T x) const {                     \
-      using pm::exp; using pm::log; using pm::sqrt; using pm::sin;           \
-      using pm::cos; using pm::tanh; using pm::erf; using pm::abs;           \
-      return expr;                                                           \
-    }                                                                        \
+template <OpId Op>
+struct UnaryFn;
+#define KILN_UNARY_FN(Id, expr)       \
+  template <>                         \
+  struct UnaryFn<OpId::Id> {          \
+    template <class T>                \
+    KILN_HD T operator()(T x) const { \
+      using pm::exp;                  \
+      using pm::log;                  \
+      using pm::sqrt;                 \
+      using pm::sin;                  \
+      using pm::cos;                  \
+      using pm::tanh;                 \
+      using pm::erf;                  \
+      using pm::abs;                  \
+      return expr;                    \
+    }                                 \
   };
 KILN_UNARY_FN(Neg, -x)
 KILN_UNARY_FN(Abs, abs(x))
@@ -90,34 +102,45 @@ KILN_UNARY_FN(Silu, x / (T(1) + exp(-x)))
 KILN_UNARY_FN(Reciprocal, T(1) / x)
 #undef KILN_UNARY_FN
 // relu and gelu need comparisons / an attribute, so they are spelled out.
-template <> struct UnaryFn<OpId::Relu> {
-  template <class T> KILN_HD T operator()(T x) const {
-    if constexpr (std::is_arithmetic_v<T>) return x > T(0) ? x : (x != x ? x : T(0));
-    else return select(x > T(0), x, T(0));  // xsimd::select by ADL
+template <>
+struct UnaryFn<OpId::Relu> {
+  template <class T>
+  KILN_HD T operator()(T x) const {
+    if constexpr (std::is_arithmetic_v<T>)
+      return x > T(0) ? x : (x != x ? x : T(0));
+    else
+      return select(x > T(0), x, T(0));  // xsimd::select by ADL
   }
 };
 struct GeluErf {
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
     using pm::erf;
     return T(0.5) * x * (T(1) + erf(x * T(0.70710678118654752440)));
   }
 };
 struct GeluTanh {
-  template <class T> KILN_HD T operator()(T x) const {
+  template <class T>
+  KILN_HD T operator()(T x) const {
     using pm::tanh;
     return T(0.5) * x * (T(1) + tanh(T(0.79788456080286535588) * (x + T(0.044715) * x * x * x)));
   }
 };
 
 // ---- binary functors: BinaryFn<OpId::X>{}(a, b). Comparisons return bool.
-template <OpId Op> struct BinaryFn;
-#define KILN_BINARY_FN(Id, expr)                                              \
-  template <> struct BinaryFn<OpId::Id> {                                     \
-    template <class T> KILN_HD auto operator()(T a, T b) const { return expr; } \
+template <OpId Op>
+struct BinaryFn;
+#define KILN_BINARY_FN(Id, expr)              \
+  template <>                                 \
+  struct BinaryFn<OpId::Id> {                 \
+    template <class T>                        \
+    KILN_HD auto operator()(T a, T b) const { \
+      return expr;                            \
+    }                                         \
   };
 KILN_BINARY_FN(Add, a + b)
 KILN_BINARY_FN(Sub, a - b)
-KILN_BINARY_FN(Mul, a * b)
+KILN_BINARY_FN(Mul, a* b)
 KILN_BINARY_FN(Div, a / b)
 KILN_BINARY_FN(Eq, a == b)
 KILN_BINARY_FN(Ne, a != b)
@@ -126,25 +149,40 @@ KILN_BINARY_FN(Le, a <= b)
 KILN_BINARY_FN(Gt, a > b)
 KILN_BINARY_FN(Ge, a >= b)
 #undef KILN_BINARY_FN
-template <> struct BinaryFn<OpId::Pow> {
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_integral_v<T>) return ipow(a, b);
-    else { using pm::pow; return pow(a, b); }
+template <>
+struct BinaryFn<OpId::Pow> {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>)
+      return ipow(a, b);
+    else {
+      using pm::pow;
+      return pow(a, b);
+    }
   }
 };
-template <> struct BinaryFn<OpId::Maximum> {
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_arithmetic_v<T>) return pm::max(a, b);
-    else return select(a != a, a, select(b != b, b, max(a, b)));  // xsimd, NaN-propagating
+template <>
+struct BinaryFn<OpId::Maximum> {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_arithmetic_v<T>)
+      return pm::max(a, b);
+    else
+      return select(a != a, a, select(b != b, b, max(a, b)));  // xsimd, NaN-propagating
   }
 };
-template <> struct BinaryFn<OpId::Minimum> {
-  template <class T> KILN_HD T operator()(T a, T b) const {
-    if constexpr (std::is_arithmetic_v<T>) return pm::min(a, b);
-    else return select(a != a, a, select(b != b, b, min(a, b)));
+template <>
+struct BinaryFn<OpId::Minimum> {
+  template <class T>
+  KILN_HD T operator()(T a, T b) const {
+    if constexpr (std::is_arithmetic_v<T>)
+      return pm::min(a, b);
+    else
+      return select(a != a, a, select(b != b, b, min(a, b)));
   }
 };
 
+// clang-format off
 // Calls f(std::integral_constant<OpId, Op>{}) for a unary op id known only at run time.
 template <class F> void visit_unary_op(OpId op, F&& f) {
   switch (op) {
@@ -166,5 +204,7 @@ template <class F> void visit_binary_op(OpId op, F&& f) {
     default: return;
   }
 }
+
+// clang-format on
 
 }  // namespace kiln::pm

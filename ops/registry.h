@@ -22,10 +22,34 @@ constexpr int kNumOps = static_cast<int>(OpId::NumOps);
 
 // Which shape rule and which backend kernel function an op uses.
 enum class OpFamily : uint8_t {
-  Unary, Clamp, Binary, Where, Reduce, Softmax, LayerNorm, Matmul, Linear, Conv2d, Pool2d,
-  Cat, IndexSelect, ToDevice, Factory, Random, View
+  Unary,
+  Clamp,
+  Binary,
+  Where,
+  Reduce,
+  Softmax,
+  LayerNorm,
+  Matmul,
+  Linear,
+  Conv2d,
+  Pool2d,
+  Cat,
+  IndexSelect,
+  ToDevice,
+  Factory,
+  Random,
+  View
 };
-enum class DTypeRule : uint8_t { Same, Float, Promote, PromoteFloat, Bool, Int64, Attr, Accumulate };
+enum class DTypeRule : uint8_t {
+  Same,
+  Float,
+  Promote,
+  PromoteFloat,
+  Bool,
+  Int64,
+  Attr,
+  Accumulate
+};
 
 struct OpInfo {
   OpId id;
@@ -42,17 +66,17 @@ bool find_op(const std::string& name, OpId* out);
 // Structural attributes of a call: they pick the kernel and are part of trace keys.
 // Each op reads the fields its row in ops.def names; the rest stay at defaults.
 struct OpAttrs {
-  Dims dims;                // reduction dims, permutation, sizes, normalized shape
-  int64_t dim = 0;          // softmax/cat/slice/select/index_select/unsqueeze dim
+  Dims dims;                             // reduction dims, permutation, sizes, normalized shape
+  int64_t dim = 0;                       // softmax/cat/slice/select/index_select/unsqueeze dim
   int64_t start = 0, end = 0, step = 1;  // slice; select uses start
   int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding[2] = {0, 0};
-  int64_t correction = 1;   // var
+  int64_t correction = 1;  // var
   bool keepdim = false;
-  bool scalar_first = false;      // binary op with the scalar on the left (2 - x)
+  bool scalar_first = false;              // binary op with the scalar on the left (2 - x)
   bool has_min = false, has_max = false;  // clamp
-  bool approximate_tanh = false;  // gelu
-  DType dtype = DType::Float32;   // cast, factories
-  Device device;                  // factories, to_device
+  bool approximate_tanh = false;          // gelu
+  DType dtype = DType::Float32;           // cast, factories
+  Device device;                          // factories, to_device
 
   bool operator==(const OpAttrs& o) const;
   size_t hash() const;

@@ -37,13 +37,19 @@ void check_scalar_count(const OpCall& c, size_t n) {
 DType apply_rule(const OpCall& c, DType computed) {
   switch (c.info().dtype_rule) {
     case DTypeRule::Same:
-    case DTypeRule::Promote: return computed;
+    case DTypeRule::Promote:
+      return computed;
     case DTypeRule::Float:
-    case DTypeRule::PromoteFloat: return to_floating(computed);
-    case DTypeRule::Bool: return DType::Bool;
-    case DTypeRule::Int64: return DType::Int64;
-    case DTypeRule::Attr: return c.attrs.dtype;
-    case DTypeRule::Accumulate: return is_floating(computed) ? computed : DType::Int64;
+    case DTypeRule::PromoteFloat:
+      return to_floating(computed);
+    case DTypeRule::Bool:
+      return DType::Bool;
+    case DTypeRule::Int64:
+      return DType::Int64;
+    case DTypeRule::Attr:
+      return c.attrs.dtype;
+    case DTypeRule::Accumulate:
+      return is_floating(computed) ? computed : DType::Int64;
   }
   return computed;
 }
@@ -114,8 +120,8 @@ OutputMeta infer_where(const OpCall& c) {
   const Tensor &cond = c.inputs[0], &a = c.inputs[1], &b = c.inputs[2];
   KILN_CHECK(cond.dtype() == DType::Bool, DTypeError,
              "[where] expected condition to have dtype bool, got ", dtype_name(cond.dtype()));
-  Dims sizes = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(),
-                                "where");
+  Dims sizes =
+      broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   return contiguous_meta(std::move(sizes), result_type(a, b), cond.device());
 }
 
@@ -126,14 +132,14 @@ OutputMeta infer_reduce(const OpCall& c) {
   const Tensor& x = c.inputs[0];
   const Dims& dims = c.attrs.dims;
   for (size_t i = 0; i < dims.size(); ++i) {
-    KILN_CHECK(dims[i] >= 0 && dims[i] < std::max<int64_t>(x.dim(), 1), IndexError, "[",
-               c.name(), "] dim ", dims[i], " is out of range for a tensor of rank ", x.dim());
+    KILN_CHECK(dims[i] >= 0 && dims[i] < std::max<int64_t>(x.dim(), 1), IndexError, "[", c.name(),
+               "] dim ", dims[i], " is out of range for a tensor of rank ", x.dim());
     KILN_CHECK(i == 0 || dims[i] > dims[i - 1], ValueError, "[", c.name(), "] dims ",
                dims_str(dims), " must be sorted and unique (dim ", dims[i], " repeats)");
   }
   if (c.op != OpId::Sum && c.op != OpId::Mean) reject_bool(c, x.dtype());
-  const bool flattened = c.op == OpId::Argmax && x.dim() > 1 &&
-                         static_cast<int64_t>(dims.size()) == x.dim();
+  const bool flattened =
+      c.op == OpId::Argmax && x.dim() > 1 && static_cast<int64_t>(dims.size()) == x.dim();
   KILN_CHECK(c.op != OpId::Argmax || dims.size() <= 1 || flattened, ValueError,
              "[argmax] expected one dim or none, got ", dims_str(dims));
   Dims sizes;
@@ -141,8 +147,10 @@ OutputMeta infer_reduce(const OpCall& c) {
   for (int64_t d = 0; d < x.dim(); ++d) {
     const bool r = std::binary_search(dims.begin(), dims.end(), d);
     if (r) reduced *= x.size(d);
-    if (!r) sizes.push_back(x.size(d));
-    else if (c.attrs.keepdim) sizes.push_back(1);
+    if (!r)
+      sizes.push_back(x.size(d));
+    else if (c.attrs.keepdim)
+      sizes.push_back(1);
   }
   if (c.op == OpId::Max || c.op == OpId::Min || c.op == OpId::Argmax) {
     KILN_CHECK(reduced > 0, ShapeError, "[", c.name(), "] cannot reduce over a zero-size dim of ",
@@ -175,8 +183,8 @@ OutputMeta infer_layer_norm(const OpCall& c) {
   }
   for (size_t i = 1; i < c.inputs.size(); ++i) {
     const char* arg = i == 1 ? "weight" : "bias";
-    KILN_CHECK(c.inputs[i].sizes() == norm, ShapeError, "[layer_norm] expected ", arg,
-               " of shape ", dims_str(norm), ", got ", dims_str(c.inputs[i].sizes()));
+    KILN_CHECK(c.inputs[i].sizes() == norm, ShapeError, "[layer_norm] expected ", arg, " of shape ",
+               dims_str(norm), ", got ", dims_str(c.inputs[i].sizes()));
     KILN_CHECK(c.inputs[i].dtype() == x.dtype(), DTypeError, "[layer_norm] expected ", arg,
                " to have the input's dtype ", dtype_name(x.dtype()), ", got ",
                dtype_name(c.inputs[i].dtype()));
@@ -288,9 +296,8 @@ OutputMeta infer_pool2d(const OpCall& c) {
              dims_str(x.sizes()));
   require_floating(c, x.dtype(), "input");
   for (int i = 0; i < 2; ++i) {
-    KILN_CHECK(c.attrs.padding[i] * 2 <= c.attrs.kernel[i], ValueError, "[", c.name(),
-               "] padding ", c.attrs.padding[i], " should be at most half the kernel size ",
-               c.attrs.kernel[i]);
+    KILN_CHECK(c.attrs.padding[i] * 2 <= c.attrs.kernel[i], ValueError, "[", c.name(), "] padding ",
+               c.attrs.padding[i], " should be at most half the kernel size ", c.attrs.kernel[i]);
   }
   Dims sizes = x.sizes();
   sizes[sizes.size() - 2] = pooled_size(c, x.size(-2), 0);
@@ -303,7 +310,8 @@ OutputMeta infer_pool2d(const OpCall& c) {
 OutputMeta infer_cat(const OpCall& c) {
   KILN_CHECK(!c.inputs.empty(), ValueError, "[cat] expected a non-empty list of tensors");
   const Tensor& first = c.inputs[0];
-  KILN_CHECK(first.dim() > 0, ShapeError, "[cat] zero-dimensional tensor (input 0) cannot be "
+  KILN_CHECK(first.dim() > 0, ShapeError,
+             "[cat] zero-dimensional tensor (input 0) cannot be "
              "concatenated");
   const int64_t dim = c.attrs.dim;
   KILN_CHECK(dim >= 0 && dim < first.dim(), IndexError, "[cat] dim ", dim,
@@ -336,8 +344,10 @@ OutputMeta infer_index_select(const OpCall& c) {
   const int64_t dim = wrap_dim(c.attrs.dim, x.dim(), "index_select");
   Dims sizes = x.sizes();
   if (x.dim() == 0) {
-    KILN_CHECK(index.numel() <= 1, ShapeError, "[index_select] a 0-dim input takes at most one "
-               "index, got ", index.numel());
+    KILN_CHECK(index.numel() <= 1, ShapeError,
+               "[index_select] a 0-dim input takes at most one "
+               "index, got ",
+               index.numel());
   } else {
     sizes[dim] = index.numel();
   }
@@ -355,8 +365,8 @@ void check_sizes(const OpCall& c) {
   for (int64_t s : c.attrs.dims) {
     KILN_CHECK(s >= 0, ShapeError, "[", c.name(), "] sizes must be non-negative, got ",
                dims_str(c.attrs.dims));
-    KILN_CHECK(!__builtin_mul_overflow(numel, s, &numel), ShapeError, "[", c.name(),
-               "] the shape ", dims_str(c.attrs.dims), " has too many elements (over 2^63)");
+    KILN_CHECK(!__builtin_mul_overflow(numel, s, &numel), ShapeError, "[", c.name(), "] the shape ",
+               dims_str(c.attrs.dims), " has too many elements (over 2^63)");
   }
 }
 
@@ -433,8 +443,7 @@ OutputMeta infer_view(const OpCall& c) {
     case OpId::Slice: {
       KILN_CHECK(rank > 0, IndexError, "[slice] cannot slice a 0-dim tensor");
       const int64_t d = wrap_dim(c.attrs.dim, rank, "slice");
-      KILN_CHECK(c.attrs.step > 0, ValueError, "[slice] step must be positive, got ",
-                 c.attrs.step);
+      KILN_CHECK(c.attrs.step > 0, ValueError, "[slice] step must be positive, got ", c.attrs.step);
       const int64_t n = x.size(d);
       int64_t start = c.attrs.start < 0 ? c.attrs.start + n : c.attrs.start;
       int64_t end = c.attrs.end < 0 ? c.attrs.end + n : c.attrs.end;
@@ -469,8 +478,10 @@ OutputMeta infer_view(const OpCall& c) {
       for (int64_t i = n - 1; i >= 0; --i) {
         const int64_t j = i - (n - rank);
         if (j < 0) {
-          KILN_CHECK(target[i] >= 0, ShapeError, "[expand] size -1 is not allowed for a new "
-                     "leading dim (target ", dims_str(target), ")");
+          KILN_CHECK(target[i] >= 0, ShapeError,
+                     "[expand] size -1 is not allowed for a new "
+                     "leading dim (target ",
+                     dims_str(target), ")");
           sizes[i] = target[i];
           strides[i] = 0;
           continue;
@@ -488,9 +499,9 @@ OutputMeta infer_view(const OpCall& c) {
     case OpId::Squeeze: {
       Dims sizes, strides;
       for (int64_t d = 0; d < rank; ++d) {
-        const bool named = c.attrs.dims.empty() ||
-                           std::find(c.attrs.dims.begin(), c.attrs.dims.end(), d) !=
-                               c.attrs.dims.end();
+        const bool named =
+            c.attrs.dims.empty() ||
+            std::find(c.attrs.dims.begin(), c.attrs.dims.end(), d) != c.attrs.dims.end();
         if (named && x.size(d) == 1) continue;
         sizes.push_back(x.size(d));
         strides.push_back(x.stride(d));
@@ -506,7 +517,8 @@ OutputMeta infer_view(const OpCall& c) {
       strides.insert(strides.begin() + d, stride);
       return view_meta(x, std::move(sizes), std::move(strides), x.storage_offset());
     }
-    default: break;
+    default:
+      break;
   }
   throw Error(cat("[", c.name(), "] is not a view op"));
 }
@@ -530,23 +542,40 @@ void check_inputs(const OpCall& c) {
 OutputMeta infer_output(const OpCall& c) {
   check_inputs(c);
   switch (c.info().family) {
-    case OpFamily::Unary: return infer_unary(c);
-    case OpFamily::Clamp: return infer_clamp(c);
-    case OpFamily::Binary: return infer_binary(c);
-    case OpFamily::Where: return infer_where(c);
-    case OpFamily::Reduce: return infer_reduce(c);
-    case OpFamily::Softmax: return infer_softmax(c);
-    case OpFamily::LayerNorm: return infer_layer_norm(c);
-    case OpFamily::Matmul: return infer_matmul(c);
-    case OpFamily::Linear: return infer_linear(c);
-    case OpFamily::Conv2d: return infer_conv2d(c);
-    case OpFamily::Pool2d: return infer_pool2d(c);
-    case OpFamily::Cat: return infer_cat(c);
-    case OpFamily::IndexSelect: return infer_index_select(c);
-    case OpFamily::ToDevice: return infer_to_device(c);
-    case OpFamily::Factory: return infer_factory(c);
-    case OpFamily::Random: return infer_random(c);
-    case OpFamily::View: return infer_view(c);
+    case OpFamily::Unary:
+      return infer_unary(c);
+    case OpFamily::Clamp:
+      return infer_clamp(c);
+    case OpFamily::Binary:
+      return infer_binary(c);
+    case OpFamily::Where:
+      return infer_where(c);
+    case OpFamily::Reduce:
+      return infer_reduce(c);
+    case OpFamily::Softmax:
+      return infer_softmax(c);
+    case OpFamily::LayerNorm:
+      return infer_layer_norm(c);
+    case OpFamily::Matmul:
+      return infer_matmul(c);
+    case OpFamily::Linear:
+      return infer_linear(c);
+    case OpFamily::Conv2d:
+      return infer_conv2d(c);
+    case OpFamily::Pool2d:
+      return infer_pool2d(c);
+    case OpFamily::Cat:
+      return infer_cat(c);
+    case OpFamily::IndexSelect:
+      return infer_index_select(c);
+    case OpFamily::ToDevice:
+      return infer_to_device(c);
+    case OpFamily::Factory:
+      return infer_factory(c);
+    case OpFamily::Random:
+      return infer_random(c);
+    case OpFamily::View:
+      return infer_view(c);
   }
   throw Error(cat("[", c.name(), "] has no shape rule"));
 }
@@ -568,8 +597,8 @@ Dims infer_size(const Dims& sizes, int64_t numel, const char* op) {
     }
   }
   if (infer_at >= 0) {
-    KILN_CHECK(known != 0 && numel % known == 0, ShapeError, "[", op, "] shape ",
-               dims_str(sizes), " is invalid for an input of ", numel, " elements");
+    KILN_CHECK(known != 0 && numel % known == 0, ShapeError, "[", op, "] shape ", dims_str(sizes),
+               " is invalid for an input of ", numel, " elements");
     out[infer_at] = numel / known;
   } else {
     KILN_CHECK(known == numel, ShapeError, "[", op, "] shape ", dims_str(sizes),

@@ -11,9 +11,9 @@ namespace kiln::cpu_allocator {
 namespace {
 
 constexpr size_t kAlignment = 64;
-constexpr size_t kSmallMax = 256 * 1024;  // power-of-two classes up to here
-constexpr int kSmallClasses = 13;          // 64 B .. 256 KiB
-constexpr size_t kSmallKeepPerClass = 256; // blocks kept per small class
+constexpr size_t kSmallMax = 256 * 1024;    // power-of-two classes up to here
+constexpr int kSmallClasses = 13;           // 64 B .. 256 KiB
+constexpr size_t kSmallKeepPerClass = 256;  // blocks kept per small class
 
 int small_class(size_t n) {
   int c = 0;

@@ -12,8 +12,8 @@
 namespace kiln::cuda_context {
 
 bool built_with_cuda();
-int device_count();     // 0 without a driver or GPU (never throws)
-bool is_available();    // device_count() > 0
+int device_count();   // 0 without a driver or GPU (never throws)
+bool is_available();  // device_count() > 0
 std::string device_name(int device);
 
 // Throws DeviceError when the device does not exist, OutOfMemoryError (naming the

@@ -12,7 +12,8 @@ Device Device::parse(const std::string& spec) {
   if (spec.rfind("cuda:", 0) == 0 && spec.size() > 5) {
     char* end = nullptr;
     long index = std::strtol(spec.c_str() + 5, &end, 10);
-    if (*end == '\0' && index >= 0 && index < 1024) return Device(DeviceType::CUDA, static_cast<int>(index));
+    if (*end == '\0' && index >= 0 && index < 1024)
+      return Device(DeviceType::CUDA, static_cast<int>(index));
   }
   throw ValueError(detail::cat("[device] expected 'cpu', 'cuda' or 'cuda:N', got '", spec, "'"));
 }

@@ -30,7 +30,7 @@ struct Half {
     if (exp == 0xffu) return static_cast<uint16_t>(sign | 0x7c00u | (mant ? 0x200u : 0u));
     int32_t e = static_cast<int32_t>(exp) - 127 + 15;
     if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> inf
-    if (e <= 0) {                                                 // subnormal or zero
+    if (e <= 0) {                                               // subnormal or zero
       if (e < -10) return static_cast<uint16_t>(sign);
       mant |= 0x800000u;
       uint32_t shift = static_cast<uint32_t>(14 - e);
@@ -95,39 +95,100 @@ struct BFloat16 {
 };
 
 // C++ element type for each DType.
-template <DType D> struct CppType;
-template <> struct CppType<DType::Bool> { using type = bool; };
-template <> struct CppType<DType::Int32> { using type = int32_t; };
-template <> struct CppType<DType::Int64> { using type = int64_t; };
-template <> struct CppType<DType::Float16> { using type = Half; };
-template <> struct CppType<DType::BFloat16> { using type = BFloat16; };
-template <> struct CppType<DType::Float32> { using type = float; };
-template <> struct CppType<DType::Float64> { using type = double; };
+template <DType D>
+struct CppType;
+template <>
+struct CppType<DType::Bool> {
+  using type = bool;
+};
+template <>
+struct CppType<DType::Int32> {
+  using type = int32_t;
+};
+template <>
+struct CppType<DType::Int64> {
+  using type = int64_t;
+};
+template <>
+struct CppType<DType::Float16> {
+  using type = Half;
+};
+template <>
+struct CppType<DType::BFloat16> {
+  using type = BFloat16;
+};
+template <>
+struct CppType<DType::Float32> {
+  using type = float;
+};
+template <>
+struct CppType<DType::Float64> {
+  using type = double;
+};
 
-template <class T> constexpr DType dtype_of();
-template <> constexpr DType dtype_of<bool>() { return DType::Bool; }
-template <> constexpr DType dtype_of<int32_t>() { return DType::Int32; }
-template <> constexpr DType dtype_of<int64_t>() { return DType::Int64; }
-template <> constexpr DType dtype_of<Half>() { return DType::Float16; }
-template <> constexpr DType dtype_of<BFloat16>() { return DType::BFloat16; }
-template <> constexpr DType dtype_of<float>() { return DType::Float32; }
-template <> constexpr DType dtype_of<double>() { return DType::Float64; }
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<bool>() {
+  return DType::Bool;
+}
+template <>
+constexpr DType dtype_of<int32_t>() {
+  return DType::Int32;
+}
+template <>
+constexpr DType dtype_of<int64_t>() {
+  return DType::Int64;
+}
+template <>
+constexpr DType dtype_of<Half>() {
+  return DType::Float16;
+}
+template <>
+constexpr DType dtype_of<BFloat16>() {
+  return DType::BFloat16;
+}
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::Float32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::Float64;
+}
 
 // The arithmetic type a kernel computes in for an element type (16-bit floats in float).
-template <class T> struct ComputeType { using type = T; };
-template <> struct ComputeType<Half> { using type = float; };
-template <> struct ComputeType<BFloat16> { using type = float; };
-template <class T> using compute_t = typename ComputeType<T>::type;
+template <class T>
+struct ComputeType {
+  using type = T;
+};
+template <>
+struct ComputeType<Half> {
+  using type = float;
+};
+template <>
+struct ComputeType<BFloat16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename ComputeType<T>::type;
 
 constexpr int64_t itemsize(DType d) {
   switch (d) {
-    case DType::Bool: return 1;
-    case DType::Int32: return 4;
-    case DType::Int64: return 8;
-    case DType::Float16: return 2;
-    case DType::BFloat16: return 2;
-    case DType::Float32: return 4;
-    case DType::Float64: return 8;
+    case DType::Bool:
+      return 1;
+    case DType::Int32:
+      return 4;
+    case DType::Int64:
+      return 8;
+    case DType::Float16:
+      return 2;
+    case DType::BFloat16:
+      return 2;
+    case DType::Float32:
+      return 4;
+    case DType::Float64:
+      return 8;
   }
   return 0;
 }
@@ -147,15 +208,23 @@ constexpr DType kDefaultFloat = DType::Float32;
 inline DType to_floating(DType d) { return is_floating(d) ? d : kDefaultFloat; }
 
 // Calls f(T{}) with T the C++ element type of d.
-template <class F> decltype(auto) visit_dtype(DType d, F&& f) {
+template <class F>
+decltype(auto) visit_dtype(DType d, F&& f) {
   switch (d) {
-    case DType::Bool: return f(bool{});
-    case DType::Int32: return f(int32_t{});
-    case DType::Int64: return f(int64_t{});
-    case DType::Float16: return f(Half{});
-    case DType::BFloat16: return f(BFloat16{});
-    case DType::Float32: return f(float{});
-    case DType::Float64: return f(double{});
+    case DType::Bool:
+      return f(bool{});
+    case DType::Int32:
+      return f(int32_t{});
+    case DType::Int64:
+      return f(int64_t{});
+    case DType::Float16:
+      return f(Half{});
+    case DType::BFloat16:
+      return f(BFloat16{});
+    case DType::Float32:
+      return f(float{});
+    case DType::Float64:
+      return f(double{});
   }
   return f(float{});
 }

@@ -43,7 +43,8 @@ class BackendError : public Error {  // a CUDA / BLAS / compiler call failed (Ru
 };
 
 namespace detail {
-template <class... Args> std::string cat(const Args&... args) {
+template <class... Args>
+std::string cat(const Args&... args) {
   std::ostringstream os;
   (os << ... << args);
   return os.str();
@@ -53,7 +54,7 @@ template <class... Args> std::string cat(const Args&... args) {
 }  // namespace kiln
 
 // KILN_CHECK(cond, ErrorType, "[op] message parts", ...): throw ErrorType unless cond.
-#define KILN_CHECK(cond, ErrType, ...)                    \
-  do {                                                    \
+#define KILN_CHECK(cond, ErrType, ...)                            \
+  do {                                                            \
     if (!(cond)) throw ErrType(::kiln::detail::cat(__VA_ARGS__)); \
   } while (0)

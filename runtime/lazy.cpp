@@ -18,8 +18,10 @@ void flush() {
 }
 
 void sync(const char* reason, const SourceSite& site) {
-  if (g_sync) g_sync(reason, site);
-  else flush();
+  if (g_sync)
+    g_sync(reason, site);
+  else
+    flush();
 }
 
 }  // namespace kiln::lazy

@@ -110,7 +110,8 @@ void parallel_for_impl(int64_t begin, int64_t end, int64_t grain,
     return;
   }
   const int64_t total = end - begin;
-  const int64_t threads = std::min<int64_t>(num_threads(), (total + grain - 1) / std::max<int64_t>(grain, 1));
+  const int64_t threads =
+      std::min<int64_t>(num_threads(), (total + grain - 1) / std::max<int64_t>(grain, 1));
   const int64_t chunk = (total + threads - 1) / threads;
   std::exception_ptr error;
   std::mutex error_mutex;

@@ -15,7 +15,8 @@ void set_num_threads(int n);
 void parallel_for_impl(int64_t begin, int64_t end, int64_t grain,
                        const std::function<void(int64_t, int64_t)>& body);
 
-template <class F> inline void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& body) {
+template <class F>
+inline void parallel_for(int64_t begin, int64_t end, int64_t grain, F&& body) {
   if (end - begin <= grain || num_threads() == 1) {
     if (end > begin) body(begin, end);
     return;

@@ -29,18 +29,26 @@ class Scalar {
 
   double to_double() const { return kind_ == Kind::Float ? d_ : static_cast<double>(i_); }
   int64_t to_int() const { return kind_ == Kind::Float ? static_cast<int64_t>(d_) : i_; }
-  template <class T> T to() const {
-    if constexpr (std::is_same_v<T, bool>) return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0;
-    else if constexpr (std::is_integral_v<T>) return static_cast<T>(to_int());
-    else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(to_double());
-    else return static_cast<T>(static_cast<float>(to_double()));  // Half, BFloat16
+  template <class T>
+  T to() const {
+    if constexpr (std::is_same_v<T, bool>)
+      return kind_ == Kind::Float ? d_ != 0.0 : i_ != 0;
+    else if constexpr (std::is_integral_v<T>)
+      return static_cast<T>(to_int());
+    else if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(to_double());
+    else
+      return static_cast<T>(static_cast<float>(to_double()));  // Half, BFloat16
   }
   // Used as the value of a tensor of dtype d (Half/BFloat16 go through float).
-  template <class T> T as() const {
+  template <class T>
+  T as() const {
     if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>)
       return T(static_cast<float>(to_double()));
-    else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(to_double());
-    else return to<T>();
+    else if constexpr (std::is_floating_point_v<T>)
+      return static_cast<T>(to_double());
+    else
+      return to<T>();
   }
   // The dtype a 0-dim tensor holding this value would have (bool, int64, float32 default).
   DType default_dtype() const {

@@ -25,8 +25,8 @@ class Storage {
   // New memory on device (cached allocator). Throws OutOfMemoryError.
   static std::shared_ptr<Storage> allocate(size_t nbytes, Device device);
   // Wraps memory owned elsewhere; release(ctx, ...) runs when the storage dies.
-  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device,
-                                       ReleaseFn release, void* ctx) {
+  static std::shared_ptr<Storage> wrap(void* data, size_t nbytes, Device device, ReleaseFn release,
+                                       void* ctx) {
     return std::make_shared<Storage>(data, nbytes, device, release, ctx);
   }
 

@@ -46,8 +46,10 @@ Tensor Tensor::make_view(std::shared_ptr<Storage> storage, const Dims& sizes, co
   for (size_t i = 0; i < sizes.size(); ++i) {
     KILN_CHECK(sizes[i] >= 0 && strides[i] >= 0, ShapeError, "[view] invalid sizes ",
                dims_str(sizes), " or strides ", dims_str(strides));
-    if (sizes[i] == 0) empty = true;
-    else last += (sizes[i] - 1) * strides[i];
+    if (sizes[i] == 0)
+      empty = true;
+    else
+      last += (sizes[i] - 1) * strides[i];
   }
   const int64_t capacity = static_cast<int64_t>(storage->nbytes()) / itemsize(dtype);
   KILN_CHECK(offset >= 0 && (empty || last < capacity), IndexError, "[view] a view of sizes ",
@@ -267,7 +269,9 @@ Tensor run_cast(const Tensor& x, DType dtype) {
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 Tensor Tensor::clone() const { return run_cast(*this, dtype()); }
 
-Tensor Tensor::to(DType dtype) const { return dtype == this->dtype() ? *this : run_cast(*this, dtype); }
+Tensor Tensor::to(DType dtype) const {
+  return dtype == this->dtype() ? *this : run_cast(*this, dtype);
+}
 
 Tensor Tensor::to(Device device) const {
   if (device == this->device()) return *this;
@@ -278,7 +282,8 @@ Tensor Tensor::to(Device device) const {
 
 Tensor Tensor::cuda(int index) const { return to(Device(DeviceType::CUDA, index)); }
 
-template <class T> std::vector<T> Tensor::to_vector(std::source_location loc) const {
+template <class T>
+std::vector<T> Tensor::to_vector(std::source_location loc) const {
   lazy::sync("reading values on the host", SourceSite::from(loc));
   NoHookScope host_read;  // the copy below is kiln's own work, not the user's op stream
   constexpr DType target = dtype_of<T>();
@@ -295,8 +300,10 @@ template std::vector<Half> Tensor::to_vector<Half>(std::source_location) const;
 template std::vector<BFloat16> Tensor::to_vector<BFloat16>(std::source_location) const;
 
 Scalar Tensor::item(std::source_location loc) const {
-  KILN_CHECK(numel() == 1, ValueError, "[item] only a tensor with one element can be converted "
-             "to a scalar, got shape ", dims_str(sizes()), " (", numel(), " elements)");
+  KILN_CHECK(numel() == 1, ValueError,
+             "[item] only a tensor with one element can be converted "
+             "to a scalar, got shape ",
+             dims_str(sizes()), " (", numel(), " elements)");
   lazy::sync("item() reads a value on the host", SourceSite::from(loc));
   if (is_floating(dtype())) return Scalar(to_vector<double>(loc)[0]);
   const int64_t v = to_vector<int64_t>(loc)[0];
@@ -330,14 +337,14 @@ Tensor& Tensor::fill_(const Scalar& value) {
 
 Tensor& Tensor::zero_() { return fill_(Scalar(0)); }
 
-#define KILN_INPLACE_BINARY(method, Id)                              \
-  Tensor& Tensor::method(const Tensor& other) {                      \
-    dispatch_into(OpCall{OpId::Id, {*this, other}, {}, {}}, *this);  \
-    return *this;                                                    \
-  }                                                                  \
-  Tensor& Tensor::method(const Scalar& other) {                      \
-    dispatch_into(OpCall{OpId::Id, {*this}, {other}, {}}, *this);    \
-    return *this;                                                    \
+#define KILN_INPLACE_BINARY(method, Id)                             \
+  Tensor& Tensor::method(const Tensor& other) {                     \
+    dispatch_into(OpCall{OpId::Id, {*this, other}, {}, {}}, *this); \
+    return *this;                                                   \
+  }                                                                 \
+  Tensor& Tensor::method(const Scalar& other) {                     \
+    dispatch_into(OpCall{OpId::Id, {*this}, {other}, {}}, *this);   \
+    return *this;                                                   \
   }
 KILN_INPLACE_BINARY(add_, Add)
 KILN_INPLACE_BINARY(sub_, Sub)

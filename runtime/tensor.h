@@ -20,7 +20,7 @@ namespace kiln {
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;  // null while the value is lazy (see runtime/lazy.h)
-  int64_t offset = 0;  // in elements
+  int64_t offset = 0;                // in elements
   Dims sizes;
   Dims strides;  // in elements
   DType dtype = DType::Float32;
@@ -39,8 +39,8 @@ class Tensor {
   // A fresh, uninitialized, contiguous tensor (allocates; no op is recorded).
   static Tensor make(const Dims& sizes, DType dtype, Device device);
   // A view of storage (no copy); checks the view fits in the storage.
-  static Tensor make_view(std::shared_ptr<Storage> storage, const Dims& sizes,
-                          const Dims& strides, int64_t offset, DType dtype);
+  static Tensor make_view(std::shared_ptr<Storage> storage, const Dims& sizes, const Dims& strides,
+                          int64_t offset, DType dtype);
 
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
@@ -71,21 +71,24 @@ class Tensor {
     if (lazy::tls_pending) lazy::flush();
     return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
   }
-  template <class T> T* data() const { return static_cast<T*>(data_ptr()); }
+  template <class T>
+  T* data() const {
+    return static_cast<T*>(data_ptr());
+  }
   // Values, PyTorch-like ("tensor([[1.0000, 2.0000]])"); a sync point.
   std::string str(std::source_location loc = std::source_location::current()) const;
-  std::string meta_str() const;   // "float32[2, 3] cpu"
+  std::string meta_str() const;  // "float32[2, 3] cpu"
 
   // ---- views (share storage)
-  Tensor view(const Dims& sizes) const;      // one -1 allowed
-  Tensor reshape(const Dims& sizes) const;   // view if possible, else a copy
+  Tensor view(const Dims& sizes) const;     // one -1 allowed
+  Tensor reshape(const Dims& sizes) const;  // view if possible, else a copy
   Tensor transpose(int64_t d0, int64_t d1) const;
-  Tensor t() const;                          // 2-D transpose (or no-op for <2 dims)
+  Tensor t() const;  // 2-D transpose (or no-op for <2 dims)
   Tensor permute(const Dims& order) const;
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
-  Tensor expand(const Dims& sizes) const;    // -1 keeps a dim
+  Tensor expand(const Dims& sizes) const;  // -1 keeps a dim
   Tensor squeeze() const;
   Tensor squeeze(int64_t dim) const;
   Tensor unsqueeze(int64_t dim) const;
@@ -100,7 +103,8 @@ class Tensor {
   Tensor cuda(int index = 0) const;
   // One element as a host number; a sync point (ends the current trace).
   Scalar item(std::source_location loc = std::source_location::current()) const;
-  template <class T> T item(std::source_location loc = std::source_location::current()) const {
+  template <class T>
+  T item(std::source_location loc = std::source_location::current()) const {
     return item(loc).to<T>();
   }
   // Host copy of all elements converted to T, row-major; a sync point.

@@ -51,12 +51,18 @@ unsigned parse_log_categories(const std::string& spec) {
   std::string item;
   while (std::getline(ss, item, ',')) {
     if (item.empty()) continue;
-    if (item == "graph_breaks") mask |= kLogGraphBreaks;
-    else if (item == "recompiles") mask |= kLogRecompiles;
-    else if (item == "guards") mask |= kLogGuards;
-    else if (item == "trace") mask |= kLogTrace;
-    else if (item == "perf") mask |= kLogPerf;
-    else if (item == "all") mask |= ~0u;
+    if (item == "graph_breaks")
+      mask |= kLogGraphBreaks;
+    else if (item == "recompiles")
+      mask |= kLogRecompiles;
+    else if (item == "guards")
+      mask |= kLogGuards;
+    else if (item == "trace")
+      mask |= kLogTrace;
+    else if (item == "perf")
+      mask |= kLogPerf;
+    else if (item == "all")
+      mask |= ~0u;
     else
       throw ValueError("[KILN_LOGS] unknown log category '" + item +
                        "' (expected graph_breaks, recompiles, guards, trace, perf or all)");

@@ -48,7 +48,8 @@ void interpret(const TraceProgram& program, size_t count, const std::vector<Tens
     const TraceOp& op = program.ops[i];
     OpCall call{op.op, {}, {}, op.attrs};
     for (const InputRef& ref : op.inputs) call.inputs.push_back(resolve(ref, externals, values));
-    for (size_t s = 0; s < op.scalar_kinds.size(); ++s) call.scalars.push_back(scalars[next_scalar++]);
+    for (size_t s = 0; s < op.scalar_kinds.size(); ++s)
+      call.scalars.push_back(scalars[next_scalar++]);
     if (op.in_place) {
       const Tensor& target = resolve(op.target, externals, values);
       execute_into(call, op.meta, target);

@@ -63,7 +63,8 @@ double relative_error(const Tensor& a, const Tensor& b) {
 const char* break_reason_text(BreakReason reason) {
   switch (reason) {
 #define KILN_BREAK(id, phase, text) \
-  case BreakReason::id: return text;
+  case BreakReason::id:             \
+    return text;
 #include "tracer/break_reasons.def"
 #undef KILN_BREAK
   }
@@ -184,7 +185,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
 }
 
 bool TraceRecorder::match_call(const TraceOp& edge, const OpCall& call, const Tensor* target,
-                                std::vector<Tensor>* new_externals) const {
+                               std::vector<Tensor>* new_externals) const {
   if (edge.op != call.op || edge.inputs.size() != call.inputs.size() ||
       edge.in_place != (target != nullptr) || edge.scalar_kinds.size() != call.scalars.size())
     return false;
@@ -214,7 +215,8 @@ bool TraceRecorder::match_call(const TraceOp& edge, const OpCall& call, const Te
     for (size_t j = 0; j < externals_.size() && alias < 0; ++j)
       if (externals_[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
     for (size_t j = 0; j < new_externals->size() && alias < 0; ++j)
-      if ((*new_externals)[j].impl()->storage.get() == storage) alias = base + static_cast<int32_t>(j);
+      if ((*new_externals)[j].impl()->storage.get() == storage)
+        alias = base + static_cast<int32_t>(j);
     if (alias != g.alias_of) return false;
     new_externals->push_back(t);
     return true;
@@ -320,13 +322,14 @@ void TraceRecorder::begin_walk(const TraceOp& first) {
   }
   anchor_ = anchor;
   node_ = &anchor->root;
-  mode_ = anchor->state.eager_only      ? Mode::Eager
+  mode_ = anchor->state.eager_only       ? Mode::Eager
           : anchor->root.plans_below > 0 ? Mode::Replay
                                          : Mode::Record;
 }
 
-void TraceRecorder::commit(const TraceOp& op, const OpCall& call, std::vector<Tensor>& new_externals,
-                           const Tensor& value, const Tensor* target) {
+void TraceRecorder::commit(const TraceOp& op, const OpCall& call,
+                           std::vector<Tensor>& new_externals, const Tensor& value,
+                           const Tensor* target) {
   for (Tensor& t : new_externals) {
     const int index = static_cast<int>(externals_.size());
     external_of_.set(t.impl_ptr(), index);
@@ -408,8 +411,8 @@ void TraceRecorder::side_exit(const std::string& why) {
     n = next;
   }
   if (logging(kLogGuards)) {
-    log_line(kLogGuards, detail::cat("trace at ", anchor_->state.site.str(),
-                                     " side exit after op ", node_->depth, " -- ",
+    log_line(kLogGuards, detail::cat("trace at ", anchor_->state.site.str(), " side exit after op ",
+                                     node_->depth, " -- ",
                                      why.find("input in") == 0 ? "guard failed: " + why : why));
   }
   try {
@@ -451,8 +454,10 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
             if (!plan.program.live[i] && !(i < outputs_.size() && !outputs_[i].expired())) continue;
             const double err = relative_error(values[i], reference[i]);
             KILN_CHECK(err <= 1e-4, Error, "[verify] trace ", plan.id, " op ", i, " (",
-                       op_name(plan.program.ops[i].op), "): compiled and eager results differ, "
-                       "relative error ", err);
+                       op_name(plan.program.ops[i].op),
+                       "): compiled and eager results differ, "
+                       "relative error ",
+                       err);
           }
         }
         bind_outputs(values);
@@ -500,21 +505,20 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
   if (state.compiles == 0) state.first_trace_id = plan->id;
   if (state.compiles > 0) {
     ++state.recompiles;
-    plan->recompile_reason = walk_guard_failure_.empty() ? "a new variant of the trace"
-                                                         : walk_guard_failure_;
+    plan->recompile_reason =
+        walk_guard_failure_.empty() ? "a new variant of the trace" : walk_guard_failure_;
     recompiles_.push_back(
         RecompileReport{plan->id, plan->generation, state.site.str(), plan->recompile_reason});
     log_line(kLogRecompiles,
-             detail::cat("trace ", plan->id, "/", plan->generation, " recompiled: ",
-                         plan->program.ops.size(), " ops -> ", plan->executable->kernel_count(),
-                         " kernels at ", state.site.str(), " -- guard failed: ",
-                         plan->recompile_reason));
+             detail::cat("trace ", plan->id, "/", plan->generation,
+                         " recompiled: ", plan->program.ops.size(), " ops -> ",
+                         plan->executable->kernel_count(), " kernels at ", state.site.str(),
+                         " -- guard failed: ", plan->recompile_reason));
     if (state.recompiles > config().recompile_limit) {
       state.eager_only = true;
-      const std::string what =
-          detail::cat("trace ", plan->id, " at ", state.site.str(), " -- abort: recompiled ",
-                      state.recompiles, " times (limit ", config().recompile_limit,
-                      "; KILN_RECOMPILE_LIMIT); it stays eager");
+      const std::string what = detail::cat(
+          "trace ", plan->id, " at ", state.site.str(), " -- abort: recompiled ", state.recompiles,
+          " times (limit ", config().recompile_limit, "; KILN_RECOMPILE_LIMIT); it stays eager");
       eager_anchors_.push_back(what);
       log_line(kLogRecompiles, what);
       return;
@@ -522,8 +526,8 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
   } else {
     log_line(kLogTrace, detail::cat("trace ", plan->id, " compiled: ", plan->program.ops.size(),
                                     " ops -> ", plan->executable->kernel_count(), " kernels (",
-                                    plan->executable->backend_name(), ", ", compile_ms,
-                                    " ms) at ", state.site.str()));
+                                    plan->executable->backend_name(), ", ", compile_ms, " ms) at ",
+                                    state.site.str()));
   }
   ++state.compiles;
   node->plan = plan;
@@ -633,8 +637,9 @@ ExplainReport TraceRecorder::explain() const {
     br.eager_ms = b.eager_ns / 1e6;
     r.breaks.push_back(std::move(br));
   }
-  std::stable_sort(r.breaks.begin(), r.breaks.end(),
-                   [](const BreakReport& a, const BreakReport& b) { return a.eager_ms > b.eager_ms; });
+  std::stable_sort(
+      r.breaks.begin(), r.breaks.end(),
+      [](const BreakReport& a, const BreakReport& b) { return a.eager_ms > b.eager_ms; });
   r.recompiles = recompiles_;
   r.eager_anchors = eager_anchors_;
   r.ops_recorded = ops_recorded_;

@@ -76,7 +76,8 @@ class TraceRecorder final : public DispatchHook {
                   std::vector<Tensor>* new_externals) const;
   TraceOp describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                    std::vector<Tensor>* new_externals, bool fresh) const;
-  InputRef ref_for(const Tensor& t, bool fresh, TraceOp* op, std::vector<Tensor>* new_externals) const;
+  InputRef ref_for(const Tensor& t, bool fresh, TraceOp* op,
+                   std::vector<Tensor>* new_externals) const;
   void begin_walk(const TraceOp& first);
   void end_walk(Boundary kind, const std::string& reason, const UserSite& site);
   bool closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
@@ -100,13 +101,13 @@ class TraceRecorder final : public DispatchHook {
 
   // The current walk.
   Mode mode_ = Mode::Idle;
-  TraceNode* node_ = nullptr;    // last op matched or recorded
+  TraceNode* node_ = nullptr;  // last op matched or recorded
   Anchor* anchor_ = nullptr;
   std::vector<Tensor> externals_;
   std::vector<Scalar> scalars_;
   std::vector<std::weak_ptr<TensorImpl>> outputs_;  // per op: the tensor the user got
-  ImplMap values_;       // tensor -> op producing its current value
-  ImplMap external_of_;  // tensor -> external input slot
+  ImplMap values_;                                  // tensor -> op producing its current value
+  ImplMap external_of_;                             // tensor -> external input slot
   std::shared_ptr<PendingValue> pending_token_;
   int64_t walk_eager_ns_ = 0;
   std::string walk_guard_failure_;  // why the last replay left its trace (for recompiles)

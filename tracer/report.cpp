@@ -10,10 +10,18 @@ std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -33,7 +41,8 @@ std::string fixed(double v, int digits = 2) {
   return buf;
 }
 
-template <class T, class F> std::string json_list(const std::vector<T>& items, F&& one) {
+template <class T, class F>
+std::string json_list(const std::vector<T>& items, F&& one) {
   std::string s = "[";
   for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + one(items[i]);
   return s + "]";
@@ -54,12 +63,12 @@ std::string ExplainReport::table() const {
     os << "  id    ops  kernels  inputs  replays  compile_ms  backend      site\n";
     for (const TraceReport& t : traces) {
       char line[512];
-      std::snprintf(line, sizeof line, "  %-5s %4zu  %7d  %6zu  %7lld  %10s  %-11s  %s%s\n",
-                    (std::to_string(t.id) + (t.generation ? "/" + std::to_string(t.generation) : ""))
-                        .c_str(),
-                    t.ops.size(), t.kernels, t.guards.size(), static_cast<long long>(t.replays),
-                    fixed(t.compile_ms).c_str(), t.backend.c_str(), t.site.c_str(),
-                    t.stays_eager ? "  [stays eager]" : "");
+      std::snprintf(
+          line, sizeof line, "  %-5s %4zu  %7d  %6zu  %7lld  %10s  %-11s  %s%s\n",
+          (std::to_string(t.id) + (t.generation ? "/" + std::to_string(t.generation) : "")).c_str(),
+          t.ops.size(), t.kernels, t.guards.size(), static_cast<long long>(t.replays),
+          fixed(t.compile_ms).c_str(), t.backend.c_str(), t.site.c_str(),
+          t.stays_eager ? "  [stays eager]" : "");
       os << line;
       std::string ops;
       for (size_t i = 0; i < t.ops.size(); ++i) ops += (i ? " -> " : "") + t.ops[i];
@@ -119,7 +128,8 @@ std::string ExplainReport::json() const {
                   [](const RecompileReport& r) {
                     return "{\"trace\": " + std::to_string(r.trace_id) +
                            ", \"generation\": " + std::to_string(r.generation) +
-                           ", \"site\": " + quoted(r.site) + ", \"guard\": " + quoted(r.guard) + "}";
+                           ", \"site\": " + quoted(r.site) + ", \"guard\": " + quoted(r.guard) +
+                           "}";
                   })
      << ", \"eager_anchors\": " << json_list(eager_anchors, quoted)
      << ", \"ops_recorded\": " << ops_recorded << ", \"ops_replayed\": " << ops_replayed

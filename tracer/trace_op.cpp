@@ -43,12 +43,14 @@ std::string TensorGuard::diff(const TensorGuard& a) const {
   if (strides != a.strides)
     return detail::cat("strides expected ", dims_str(strides), ", got ", dims_str(a.strides));
   if (alias_of != a.alias_of)
-    return alias_of < 0 ? detail::cat("aliasing: expected no shared storage, got storage shared "
-                                      "with input ", a.alias_of)
-                        : detail::cat("aliasing: expected storage shared with input ", alias_of,
-                                      ", got ",
-                                      a.alias_of < 0 ? std::string("none") :
-                                                       "input " + std::to_string(a.alias_of));
+    return alias_of < 0
+               ? detail::cat(
+                     "aliasing: expected no shared storage, got storage shared "
+                     "with input ",
+                     a.alias_of)
+               : detail::cat(
+                     "aliasing: expected storage shared with input ", alias_of, ", got ",
+                     a.alias_of < 0 ? std::string("none") : "input " + std::to_string(a.alias_of));
   return "";
 }
 
@@ -95,7 +97,8 @@ std::string TraceOp::guard_diff(const TraceOp& actual) const {
 std::string TraceOp::str() const {
   std::string s = std::string(op_name(op)) + "(";
   for (size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : "") + ref_str(inputs[i]);
-  for (size_t i = 0; i < scalar_kinds.size(); ++i) s += (inputs.empty() && i == 0 ? "" : ", ") + std::string("arg");
+  for (size_t i = 0; i < scalar_kinds.size(); ++i)
+    s += (inputs.empty() && i == 0 ? "" : ", ") + std::string("arg");
   s += ")";
   if (in_place) s += " -> " + ref_str(target) + " in place";
   return s;

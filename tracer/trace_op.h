@@ -46,7 +46,7 @@ struct TraceOp {
   boost::container::small_vector<Scalar::Kind, 3> scalar_kinds;
   bool in_place = false;  // writes into `target` instead of producing a new tensor
   InputRef target;
-  OutputMeta meta;        // what the op produces (or the in-place result's metadata)
+  OutputMeta meta;  // what the op produces (or the in-place result's metadata)
 
   // Same op, attributes, input references, scalar kinds and guards.
   bool matches(const TraceOp& o) const;

@@ -44,8 +44,8 @@ struct TraceNode {
   TraceNode* parent = nullptr;
   int depth = 0;  // ops from the anchor to here, inclusive (0 at the root)
   std::vector<std::unique_ptr<TraceNode>> children;
-  int64_t endings = 0;    // times a trace ended here
-  int plans_below = 0;    // compiled traces at or under this node
+  int64_t endings = 0;  // times a trace ended here
+  int plans_below = 0;  // compiled traces at or under this node
   std::shared_ptr<CompiledTrace> plan;
 
   TraceNode* find_child(const TraceOp& op) const {

@@ -15,8 +15,8 @@ struct UserSite {
   std::string function;
 
   bool known() const { return !file.empty(); }
-  std::string str() const;        // "train.py:42 (step)"; "<unknown>" when not known
-  std::string short_file() const; // the file's base name
+  std::string str() const;         // "train.py:42 (step)"; "<unknown>" when not known
+  std::string short_file() const;  // the file's base name
   bool operator==(const UserSite& o) const {
     return line == o.line && file == o.file && function == o.function;
   }

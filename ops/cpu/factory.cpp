@@ -65,7 +65,8 @@ template <class T>
 void arange_typed(const Tensor& out, const OpCall& call) {
   T* data = out.data<T>();
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    if (call.scalars[0].is_floating() || call.scalars[2].is_floating()) {  // arange(0, 5, 1.5) as int64: [0, 1, 3, 4] like PyTorch
+    if (call.scalars[0].is_floating() ||
+        call.scalars[2].is_floating()) {  // arange(0, 5, 1.5) as int64: [0, 1, 3, 4] like PyTorch
       const double start = call.scalars[0].to_double(), step = call.scalars[2].to_double();
       parallel_for(0, out.numel(), kPointwiseGrain, [=](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i)

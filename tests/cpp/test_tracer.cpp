@@ -63,7 +63,8 @@ TEST_F(TracerTest, ScalarsAreArgumentsNotConstants) {
 }
 
 // Runs f(x) three times so that its trace is hot, then once on `other`.
-template <class F> void hot_then(F f, const Tensor& x, const Tensor& other) {
+template <class F>
+void hot_then(F f, const Tensor& x, const Tensor& other) {
   for (int i = 0; i < 3; ++i) {
     Tensor y = f(x);
     (void)kiln::sum(kiln::abs(y)).item<double>();
@@ -164,9 +165,11 @@ TEST_F(TracerTest, SideExitMidTraceGivesEagerResults) {
   };
   for (int i = 0; i < 3; ++i) (void)kiln::sum(common(false)).item<double>();
   Tensor d = common(true);  // leaves the hot trace at op 3
-  EXPECT_TRUE(all_close(d, read(eager([&] { return common(true); })), tol_pointwise(DType::Float32)));
+  EXPECT_TRUE(
+      all_close(d, read(eager([&] { return common(true); })), tol_pointwise(DType::Float32)));
   Tensor e = common(false);  // and the hot trace still replays afterwards
-  EXPECT_TRUE(all_close(e, read(eager([&] { return common(false); })), tol_pointwise(DType::Float32)));
+  EXPECT_TRUE(
+      all_close(e, read(eager([&] { return common(false); })), tol_pointwise(DType::Float32)));
   EXPECT_GE(tr::explain().traces[0].side_exits, 1);
 }
 
@@ -201,7 +204,8 @@ TEST_F(TracerTest, OutputsOfEarlierReplaysAreNeverOverwritten) {
     expected.push_back(read(eager([&] { return kiln::exp(x * static_cast<double>(i)) + 1.0; })));
     (void)kiln::sum(outs.back()).item<double>();
   }
-  for (int i = 0; i < 6; ++i) EXPECT_TRUE(all_close(outs[i], expected[i], tol_pointwise(DType::Float32))) << i;
+  for (int i = 0; i < 6; ++i)
+    EXPECT_TRUE(all_close(outs[i], expected[i], tol_pointwise(DType::Float32))) << i;
 }
 
 TEST_F(TracerTest, InPlaceUpdatesOfExternalTensorsAreWrittenBack) {
@@ -212,7 +216,9 @@ TEST_F(TracerTest, InPlaceUpdatesOfExternalTensorsAreWrittenBack) {
   for (int step = 0; step < 6; ++step) {
     w.sub_(g * 0.1);
     w.mul_(0.9);
-    hw = map2(hw, hg, [](double p, double q) { return static_cast<float>(static_cast<float>(p - static_cast<float>(q * 0.1)) * 0.9); });
+    hw = map2(hw, hg, [](double p, double q) {
+      return static_cast<float>(static_cast<float>(p - static_cast<float>(q * 0.1)) * 0.9);
+    });
     (void)kiln::sum(w).item<double>();
     EXPECT_TRUE(all_close(w, hw, Tol{1e-5, 1e-6})) << "step " << step;
   }
@@ -226,7 +232,8 @@ TEST_F(TracerTest, RandomOpsReplayWithFreshNumbers) {
     Tensor r = kiln::rand({64}) * 2.0;
     draws.push_back(read(r));
   }
-  for (int i = 1; i < 5; ++i) EXPECT_NE(draws[i].v, draws[i - 1].v) << "replay " << i << " repeated numbers";
+  for (int i = 1; i < 5; ++i)
+    EXPECT_NE(draws[i].v, draws[i - 1].v) << "replay " << i << " repeated numbers";
   // The same seed gives the same numbers traced and eager.
   kiln::manual_seed(123);
   std::vector<Host> eager_draws;
@@ -327,8 +334,9 @@ TEST_F(TracerTest, NestedRegionsAreBoundaries) {
       c = kiln::sin(a) + 1.0;
     }
     Tensor d = c * a;
-    EXPECT_TRUE(all_close(d, read(eager([&] { return (kiln::sin(kiln::exp(x)) + 1.0) * kiln::exp(x); })),
-                          tol_pointwise(DType::Float32)));
+    EXPECT_TRUE(
+        all_close(d, read(eager([&] { return (kiln::sin(kiln::exp(x)) + 1.0) * kiln::exp(x); })),
+                  tol_pointwise(DType::Float32)));
   }
   EXPECT_EQ(count_traces(), 3u);  // before, inside and after the inner region
 }

@@ -49,8 +49,11 @@ Program generate(uint64_t seed) {
         const int op = pick(5);
         p.steps.push_back([a, b, op](std::vector<Tensor>& v, int) {
           const Tensor &x = v[a], &y = v[b];
-          Tensor r = op == 0 ? x + y : op == 1 ? x - y : op == 2 ? x * y
-                   : op == 3 ? kiln::maximum(x, y) : kiln::minimum(x, y);
+          Tensor r = op == 0   ? x + y
+                     : op == 1 ? x - y
+                     : op == 2 ? x * y
+                     : op == 3 ? kiln::maximum(x, y)
+                               : kiln::minimum(x, y);
           v.push_back(r);
         });
         break;
@@ -61,9 +64,8 @@ Program generate(uint64_t seed) {
         });
         break;
       case 3:
-        p.steps.push_back([a, b](std::vector<Tensor>& v, int) {
-          v.push_back(v[a] / (kiln::abs(v[b]) + 1.0));
-        });
+        p.steps.push_back(
+            [a, b](std::vector<Tensor>& v, int) { v.push_back(v[a] / (kiln::abs(v[b]) + 1.0)); });
         break;
       case 4:
         p.steps.push_back([a, b](std::vector<Tensor>& v, int) {
@@ -73,28 +75,30 @@ Program generate(uint64_t seed) {
       case 5: {
         const int dim = pick(2), r = pick(3);
         p.steps.push_back([a, dim, r](std::vector<Tensor>& v, int) {
-          Tensor red = r == 0 ? kiln::sum(v[a], {dim}, true) : r == 1 ? kiln::mean(v[a], {dim}, true)
-                                                                      : kiln::amax(v[a], {dim}, true);
+          Tensor red = r == 0   ? kiln::sum(v[a], {dim}, true)
+                       : r == 1 ? kiln::mean(v[a], {dim}, true)
+                                : kiln::amax(v[a], {dim}, true);
           v.push_back(v[a] - red);  // broadcast back to [kN, kN]
         });
         break;
       }
       case 6: {
         const int dim = pick(2);
-        p.steps.push_back([a, dim](std::vector<Tensor>& v, int) { v.push_back(kiln::softmax(v[a], dim)); });
+        p.steps.push_back(
+            [a, dim](std::vector<Tensor>& v, int) { v.push_back(kiln::softmax(v[a], dim)); });
         break;
       }
       case 7:
-        p.steps.push_back([a, b](std::vector<Tensor>& v, int) {
-          v.push_back(kiln::matmul(v[a], v[b]) * 0.2);
-        });
+        p.steps.push_back(
+            [a, b](std::vector<Tensor>& v, int) { v.push_back(kiln::matmul(v[a], v[b]) * 0.2); });
         break;
       case 8:
         p.steps.push_back([a](std::vector<Tensor>& v, int) { v.push_back(v[a].t() + 0.0); });
         break;
       case 9:
         p.steps.push_back([a, b](std::vector<Tensor>& v, int) {
-          v.push_back(kiln::cat({v[a].narrow(1, 0, 2), v[b].slice(1, 0, kN, 2), v[a].narrow(1, 5, 1)}, 1));
+          v.push_back(
+              kiln::cat({v[a].narrow(1, 0, 2), v[b].slice(1, 0, kN, 2), v[a].narrow(1, 5, 1)}, 1));
         });
         break;
       case 10: {  // in-place update of an input the user holds

@@ -31,7 +31,8 @@ class TracerTest : public ::testing::Test {
 
 // Runs f untraced: kiln's eager result, the reference for traced runs. It does not end
 // the current trace (the dispatcher simply bypasses the tracer for these calls).
-template <class F> auto eager(F&& f) {
+template <class F>
+auto eager(F&& f) {
   kiln::NoHookScope untraced;
   return f();
 }
