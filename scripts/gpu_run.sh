@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2317  # the step functions run through `bash -c` (exported)
+# Run THERE: on the lent GPU machine, in the repo root, with .gpu/ carried (build it
+# here first with scripts/gpu_prepare.sh). Through the device tool:
+#
+#   run(command="bash scripts/gpu_run.sh", carry=[".gpu"], timeout_s=600)
+#
+# It unpacks the carried .deb files under /tmp/kilndeb (never into /), then runs:
+#   1. kiln_tests (every GoogleTest suite; the CUDA ones run for real there)
+#   2. kiln_demo (CPU and GPU, with its CPU-vs-GPU agreement check)
+#   3. the pytest suite under the carried Python 3.11 (the Boost.Python module is built
+#      for 3.11; the machine's own python3 is 3.12 with PyTorch 2.11)
+#   4. the C++ benchmarks (eager overhead incl. the CUDA tiny op; CPU bandwidth)
+#   5. bench/py_overhead.py, if present: kiln on python3.11, PyTorch on python3
+# and prints a summary table last (the tool returns only the output's last 12,000
+# characters). Logs, JUnit XML and benchmark JSON go to $OUT (at most 8 files).
+# Each step has a time limit and the whole run stays inside KILN_GPU_BUDGET_S
+# (default 540 s), so the summary is printed even when a step hangs.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+OUT="${OUT:-/tmp/kiln-gpu-out}"
+mkdir -p "$OUT"
+G="$ROOT/.gpu"
+DEB_ROOT=/tmp/kilndeb
+BUDGET_S="${KILN_GPU_BUDGET_S:-540}"
+START_S=$(date +%s)
+SUMMARY="$OUT/summary.txt"
+
+declare -a STEP_ROWS=()
+FAILED=0
+
+left_s() { echo $((BUDGET_S - ($(date +%s) - START_S))); }
+
+# step NAME MAX_SECONDS CMD...: runs CMD under a time limit (the smaller of MAX_SECONDS
+# and what is left of the budget), records status and duration for the summary.
+step() {
+  local name="$1" max="$2"
+  shift 2
+  local left
+  left=$(($(left_s) - 15))
+  if ((left < 10)); then
+    STEP_ROWS+=("$(printf '%-28s %-10s %6s' "$name" "NOT RUN" "-") (out of time budget)")
+    echo "=== $name: skipped, time budget spent"
+    return 0
+  fi
+  ((max > left)) && max=$left
+  echo
+  echo "=== $name (limit ${max}s)"
+  local t0 rc
+  t0=$(date +%s)
+  # Functions run in a child bash (timeout needs a program); they are exported below.
+  timeout --kill-after=10 "$max" bash -c "$*"
+  rc=$?
+  local dt=$(($(date +%s) - t0)) status=ok
+  ((rc == 0)) || { status="FAIL($rc)"; FAILED=$((FAILED + 1)); }
+  ((rc == 124 || rc == 137)) && status="TIMEOUT"
+  STEP_ROWS+=("$(printf '%-28s %-10s %5ss' "$name" "$status" "$dt")")
+  return 0
+}
+
+# The environment the carried binaries and Python need (not used for the machine's
+# own python3, which must not see Debian's libraries).
+# cuBLAS 13 comes from the machine: the toolkit's folder, else PyTorch's wheel copy.
+CUBLAS_DIR=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  if [[ -e "$d/libcublas.so.13" ]]; then CUBLAS_DIR="$d"; break; fi
+done
+if [[ -z "$CUBLAS_DIR" ]]; then
+  f="$(find /usr/local /opt -name 'libcublas.so.13*' 2>/dev/null | head -n 1)"
+  [[ -n "$f" ]] && CUBLAS_DIR="$(dirname "$f")"
+fi
+kiln_env() {
+  local cuda_dirs="${CUBLAS_DIR:+:$CUBLAS_DIR}"
+  env LD_LIBRARY_PATH="$G/lib:$DEB_ROOT/usr/lib/x86_64-linux-gnu/openblas-pthread:$DEB_ROOT/usr/lib/x86_64-linux-gnu$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    "$@"
+}
+PY311="$DEB_ROOT/usr/bin/python3.11"
+py311() {
+  kiln_env PYTHONHOME="$DEB_ROOT/usr" \
+    PYTHONPATH="$G/python:$DEB_ROOT/usr/lib/python3/dist-packages" \
+    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 "$PY311" "$@"
+}
+
+setup_step() {
+  rm -rf "$DEB_ROOT"
+  mkdir -p "$DEB_ROOT"
+  local n=0
+  for f in "$G"/debs/*.deb; do
+    dpkg -x "$f" "$DEB_ROOT" && n=$((n + 1))
+  done
+  echo "unpacked $n .deb files into $DEB_ROOT"
+  nvidia-smi -L || echo "nvidia-smi failed"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+  echo "host: $(nproc) cores; $(uname -r); python3: $(python3 --version 2>&1)"
+  echo "carried python: $(py311 --version 2>&1)"
+  local missing=0
+  echo "cuBLAS from: ${CUBLAS_DIR:-NOT FOUND}"
+  for f in "$G"/lib/libkiln.so "$G"/bin/*; do
+    [[ -f "$f" ]] || { echo "MISSING $f"; missing=1; continue; }
+    local nf
+    nf="$(kiln_env ldd "$f" 2>&1 | grep 'not found')"
+    if [[ -n "$nf" ]]; then
+      echo "UNRESOLVED libraries for $f:"
+      echo "$nf"
+      missing=1
+    fi
+  done
+  ((missing == 0)) && echo "all carried binaries resolve their libraries"
+  return "$missing"
+}
+
+tests_step() {
+  kiln_env "$G/bin/kiln_tests" --gtest_output="xml:$OUT/gtest.xml" --gtest_brief=1
+}
+
+demo_step() { kiln_env "$G/bin/kiln_demo"; }
+
+pytest_step() {
+  if [[ ! -d "$G/python" ]]; then
+    echo "no .gpu/python: the Python module was not carried"
+    return 1
+  fi
+  py311 -c 'import kiln, numpy; print("kiln from", kiln.__file__, "numpy", numpy.__version__)' || return 1
+  py311 -m pytest -q -p no:cacheprovider --junitxml="$OUT/pytest.xml" tests/python
+}
+
+bench_step() {
+  kiln_env "$G/bin/bench_eager_overhead" --benchmark_min_time=0.2 --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/bench_eager_overhead.json" --benchmark_out_format=json || return 1
+  kiln_env "$G/bin/bench_cpu_bandwidth" --benchmark_min_time=0.2 --benchmark_repetitions=3 \
+    --benchmark_report_aggregates_only=true \
+    --benchmark_out="$OUT/bench_cpu_bandwidth.json" --benchmark_out_format=json
+}
+
+py_overhead_kiln_step() {  # tracer on (the default), then plain eager dispatch
+  py311 bench/py_overhead.py --backend kiln 2>&1 | tee -a "$OUT/py_overhead.txt" &&
+    KILN_TRACE=0 py311 bench/py_overhead.py --backend kiln 2>&1 | tee -a "$OUT/py_overhead.txt"
+}
+py_overhead_torch_step() {
+  PYTHONUNBUFFERED=1 python3 bench/py_overhead.py --backend torch 2>&1 | tee -a "$OUT/py_overhead.txt"
+}
+
+export OUT G DEB_ROOT PY311 CUBLAS_DIR
+export -f kiln_env py311 setup_step tests_step demo_step pytest_step bench_step \
+  py_overhead_kiln_step py_overhead_torch_step
+
+summary() {
+  echo
+  echo "==================== kiln GPU run summary ===================="
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -n 1
+  printf '%-28s %-10s %6s\n' "step" "status" "time"
+  printf '%s\n' "${STEP_ROWS[@]}"
+  echo "-- test counts"
+  python3 - "$OUT/gtest.xml" "$OUT/pytest.xml" <<'PYEOF'
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+for path in sys.argv[1:]:
+    name = path.rsplit("/", 1)[-1]
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as e:
+        print(f"{name}: no report ({e.__class__.__name__})")
+        continue
+    cases = list(root.iter("testcase"))
+    failed = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
+    skipped = [c for c in cases if c.find("skipped") is not None
+               or c.get("result") == "skipped" or c.get("status") == "notrun"]
+    passed = len(cases) - len(failed) - len(skipped)
+    print(f"{name}: {len(cases)} tests, {passed} passed, {len(failed)} failed, "
+          f"{len(skipped)} skipped")
+    for c in failed[:15]:
+        print(f"  FAILED {c.get('classname')}.{c.get('name')}")
+    # Which suites skipped and why (a CUDA test that still skips here is a problem).
+    by_reason = {}
+    for c in skipped:
+        s = c.find("skipped")
+        why = (s.get("message") or s.text or "") if s is not None else ""
+        key = (c.get("classname", "").rsplit(".", 1)[-1].split("/")[0],
+               re.sub(r"\S*/", "", " ".join(why.split()))[:70])
+        by_reason[key] = by_reason.get(key, 0) + 1
+    for (suite, why), n in sorted(by_reason.items(), key=lambda kv: -kv[1])[:10]:
+        print(f"  skipped {n:4d}  {suite}: {why}")
+PYEOF
+  echo "-- C++ benchmarks (medians of 3)"
+  python3 bench/bench_table.py "$OUT/bench_eager_overhead.json" "$OUT/bench_cpu_bandwidth.json"
+  if [[ -s "$OUT/py_overhead.txt" ]]; then
+    echo "-- Python per-op overhead"
+    cat "$OUT/py_overhead.txt"
+  fi
+  echo "total: $(($(date +%s) - START_S)) s; files in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
+}
+
+main() {
+  step "unpack + environment" 120 setup_step
+  step "kiln_tests (gtest)" 300 tests_step
+  step "kiln_demo" 60 demo_step
+  step "pytest (python3.11)" 180 pytest_step
+  step "C++ benchmarks" 120 bench_step
+  if [[ -f bench/py_overhead.py ]]; then
+    step "py_overhead kiln (3.11)" 60 py_overhead_kiln_step
+    step "py_overhead torch (3.12)" 60 py_overhead_torch_step
+  else
+    STEP_ROWS+=("$(printf '%-28s %-10s %6s' "py_overhead" "NOT RUN" "-") (bench/py_overhead.py absent)")
+  fi
+  summary | tee "$SUMMARY"
+  ((FAILED == 0))  # the exit status: 0 only if every step passed
+}
+
+main 2>&1 | tee "$OUT/gpu_run.log"
+exit "${PIPESTATUS[0]}"
