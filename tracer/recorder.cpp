@@ -97,6 +97,13 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
             current_site());
     return false;  // runs eagerly, outside any trace
   }
+  if (mode_ == Mode::EagerSingle) {
+    const TraceOp& first = anchor_->first;
+    if (call.op == first.op && call.inputs.size() == first.inputs.size() &&
+        call.attrs == first.attrs)
+      return false;  // the same op again: it runs eagerly, as it is hot and alone
+    end_walk(Boundary::Loop, "", {});
+  }
   std::vector<Tensor> new_externals;
   if (mode_ == Mode::Replay) {  // fast path: the call is the next op of the hot trace
     for (const auto& c : node_->children) {
@@ -138,7 +145,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
     }
   }
 
-  if (mode_ == Mode::Eager) return false;
+  if (mode_ == Mode::Eager || mode_ == Mode::EagerSingle) return false;
   if (mode_ == Mode::Replay) {
     TraceNode* child = node_->find_child(op);
     if (child && child->plans_below > 0) {
@@ -324,6 +331,7 @@ void TraceRecorder::begin_walk(const TraceOp& first) {
   node_ = &anchor->root;
   mode_ = anchor->state.eager_only       ? Mode::Eager
           : anchor->root.plans_below > 0 ? Mode::Replay
+          : anchor->state.single_op      ? Mode::EagerSingle
                                          : Mode::Record;
 }
 
@@ -472,7 +480,8 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
     throw;
   }
   lazy::tls_pending = false;
-  if (!ran_plan && mode_ != Mode::Eager && kind != Boundary::Abort && node_ != &anchor_->root) {
+  if (!ran_plan && mode_ != Mode::Eager && mode_ != Mode::EagerSingle && kind != Boundary::Abort &&
+      node_ != &anchor_->root) {
     ++node_->endings;
     maybe_compile(node_, site);
   }
@@ -488,6 +497,14 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
     state.site.function = "ends in " + site.function;
   }
   if (node->plan || state.eager_only || node->endings < state.warmup) return;
+  if (node->depth < 2 && node->plans_below == 0) {  // one op: nothing to fuse
+    if (!state.single_op) {
+      state.single_op = true;
+      log_line(kLogTrace, detail::cat("trace at ", state.site.str(), " is one op (",
+                                      op_name(node->op.op), "): it stays eager"));
+    }
+    return;
+  }
   TraceProgram program = program_for(node);
   const int64_t start = now_ns();
   std::unique_ptr<Executable> executable = interpreting_backend().compile(program);

@@ -59,7 +59,9 @@ class TraceRecorder final : public DispatchHook {
   static TraceRecorder& current();  // this thread's recorder
 
  private:
-  enum class Mode : uint8_t { Idle, Record, Replay, Eager };
+  // Eager: a blacklisted anchor. EagerSingle: an anchor whose hot trace is a single op
+  // (replaying it cannot beat running it); the walk lasts while the same op repeats.
+  enum class Mode : uint8_t { Idle, Record, Replay, Eager, EagerSingle };
   enum class Boundary : uint8_t { Region, Loop, Break, Abort };
   struct BreakStats {
     std::string reason;

@@ -36,6 +36,7 @@ struct AnchorState {
   int first_trace_id = 0;
   int recompiles = 0;
   bool eager_only = false;  // blacklisted after too many recompiles
+  bool single_op = false;   // its hot trace is one op: nothing to fuse, runs eagerly
   UserSite site;
 };
 

@@ -325,20 +325,36 @@ TEST_F(TracerTest, RecompileLimitLeavesTheTraceEager) {
 
 TEST_F(TracerTest, NestedRegionsAreBoundaries) {
   Tensor x = random_tensor({6});
+  auto reference = [&] {
+    Tensor a = kiln::exp(x) * 2.0;
+    Tensor c = kiln::sin(a) + 1.0;
+    return c * a + 0.5;
+  };
   for (int i = 0; i < 3; ++i) {
     tr::Region outer({"outer", -1, false});
-    Tensor a = kiln::exp(x);
+    Tensor a = kiln::exp(x) * 2.0;
     Tensor c;
     {
       tr::Region inner({"inner", -1, false});
       c = kiln::sin(a) + 1.0;
     }
-    Tensor d = c * a;
-    EXPECT_TRUE(
-        all_close(d, read(eager([&] { return (kiln::sin(kiln::exp(x)) + 1.0) * kiln::exp(x); })),
-                  tol_pointwise(DType::Float32)));
+    Tensor d = c * a + 0.5;
+    EXPECT_TRUE(all_close(d, read(eager(reference)), tol_pointwise(DType::Float32)));
   }
   EXPECT_EQ(count_traces(), 3u);  // before, inside and after the inner region
+}
+
+TEST_F(TracerTest, ASingleOpTraceStaysEager) {
+  Tensor a = random_tensor({4}), b = random_tensor({4});
+  Tensor c;
+  for (int i = 0; i < 6; ++i) c = a + b;  // a one-op loop: nothing to fuse
+  EXPECT_TRUE(all_close(c, map2(read(a), read(b), [](double p, double q) { return p + q; }),
+                        tol_pointwise(DType::Float32)));
+  EXPECT_EQ(count_traces(), 0u);
+  // A longer loop after it still becomes hot.
+  Tensor acc = kiln::zeros({4});
+  for (int i = 0; i < 6; ++i) acc.add_(kiln::relu(a) * 2.0);
+  EXPECT_GE(count_traces(), 1u) << tr::explain().table();
 }
 
 TEST_F(TracerTest, ExceptionInsideARegionLeavesTheRuntimeUsable) {
