@@ -80,9 +80,6 @@ OutputMeta infer_unary(const OpCall& c) {
   check_input_count(c, 1, 1);
   const Tensor& x = c.inputs[0];
   if (c.op != OpId::Cast) reject_bool(c, x.dtype());
-  if (c.op == OpId::Neg || c.op == OpId::Abs || c.op == OpId::Relu) {
-    // fine for ints
-  }
   return contiguous_meta(x.sizes(), apply_rule(c, x.dtype()), x.device());
 }
 

@@ -110,7 +110,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
       if (c->plans_below > 0 && match_call(c->op, call, target, &new_externals)) {
         Tensor value = target ? *target : make_lazy(meta);
         node_ = c.get();
-        commit(c->op, call, new_externals, value, target);
+        commit(call, new_externals, value);
         ++ops_replayed_;
         if (result) *result = value;
         return true;
@@ -151,7 +151,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
     if (child && child->plans_below > 0) {
       Tensor value = target ? *target : make_lazy(meta);
       node_ = child;
-      commit(op, call, new_externals, value, target);
+      commit(call, new_externals, value);
       ++ops_replayed_;
       if (result) *result = value;
       return true;
@@ -185,7 +185,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
   walk_eager_ns_ += now_ns() - start;
   TraceNode* child = node_->find_child(op);
   node_ = child ? child : node_->add_child(op);
-  commit(op, call, new_externals, value, target);
+  commit(call, new_externals, value);
   ++ops_recorded_;
   if (result) *result = value;
   return true;
@@ -335,9 +335,8 @@ void TraceRecorder::begin_walk(const TraceOp& first) {
                                          : Mode::Record;
 }
 
-void TraceRecorder::commit(const TraceOp& op, const OpCall& call,
-                           std::vector<Tensor>& new_externals, const Tensor& value,
-                           const Tensor* target) {
+void TraceRecorder::commit(const OpCall& call, std::vector<Tensor>& new_externals,
+                           const Tensor& value) {
   for (Tensor& t : new_externals) {
     const int index = static_cast<int>(externals_.size());
     external_of_.set(t.impl_ptr(), index);
@@ -348,8 +347,6 @@ void TraceRecorder::commit(const TraceOp& op, const OpCall& call,
   const int index = node_->depth - 1;
   outputs_.push_back(value.impl_ptr());
   values_.set(value.impl_ptr(), index);
-  (void)op;
-  (void)target;
 }
 
 Tensor TraceRecorder::make_lazy(const OutputMeta& meta) {

@@ -88,8 +88,8 @@ class TraceRecorder final : public DispatchHook {
   void materialize(size_t count);
   void bind_outputs(const std::vector<Tensor>& values);
   void maybe_compile(TraceNode* node, const UserSite& site);
-  void commit(const TraceOp& op, const OpCall& call, std::vector<Tensor>& new_externals,
-              const Tensor& value, const Tensor* target);
+  // Appends a matched or recorded op's inputs, scalars and result to the walk.
+  void commit(const OpCall& call, std::vector<Tensor>& new_externals, const Tensor& value);
   Tensor make_lazy(const OutputMeta& meta);
   void note_break(const std::string& reason, const UserSite& site, int64_t eager_ns);
   TraceProgram program_for(TraceNode* node) const;
