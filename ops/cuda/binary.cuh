@@ -77,29 +77,8 @@ void binary_typed(const OpCall& call, const Tensor& out) {
 
 template <OpId Op>
 void binary_op(const OpCall& call, const Tensor& out) {
-  switch (binary_compute_dtype(call)) {
-    case DType::Bool:
-      binary_typed<Op, bool>(call, out);
-      return;
-    case DType::Int32:
-      binary_typed<Op, int32_t>(call, out);
-      return;
-    case DType::Int64:
-      binary_typed<Op, int64_t>(call, out);
-      return;
-    case DType::Float16:
-      binary_typed<Op, Half>(call, out);
-      return;
-    case DType::BFloat16:
-      binary_typed<Op, BFloat16>(call, out);
-      return;
-    case DType::Float32:
-      binary_typed<Op, float>(call, out);
-      return;
-    case DType::Float64:
-      binary_typed<Op, double>(call, out);
-      return;
-  }
+  visit_dtype(binary_compute_dtype(call),
+              [&](auto tag) { binary_typed<Op, decltype(tag)>(call, out); });
 }
 
 void binary_arith(const OpCall& call, const Tensor& out);    // add ... minimum

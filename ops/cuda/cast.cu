@@ -17,45 +17,15 @@ struct Identity {
   }
 };
 
-// Calls f(T{}) for every storage type of dtype d.
-template <class F>
-void visit_storage(DType d, F&& f) {
-  switch (d) {
-    case DType::Bool:
-      f(bool{});
-      return;
-    case DType::Int32:
-      f(int32_t{});
-      return;
-    case DType::Int64:
-      f(int64_t{});
-      return;
-    case DType::Float16:
-      f(Half{});
-      return;
-    case DType::BFloat16:
-      f(BFloat16{});
-      return;
-    case DType::Float32:
-      f(float{});
-      return;
-    case DType::Float64:
-      f(double{});
-      return;
-  }
-}
-
 // The contiguous kernel computes in compute_t<In>, which for 16-bit floats is float:
 // converting via float is exact for every destination type, so results match the strided
 // path's direct conversion.
 template <class In>
 bool copy_dense(const Tensor& src, const Tensor& dst, const char* op) {
-  bool done = false;
-  visit_storage(dst.dtype(), [&](auto out_tag) {
+  return visit_dtype(dst.dtype(), [&](auto out_tag) {
     using Out = decltype(out_tag);
-    done = try_launch_contiguous<Out, In, 1>(dst, {&src}, Identity{}, op);
+    return try_launch_contiguous<Out, In, 1>(dst, {&src}, Identity{}, op);
   });
-  return done;
 }
 
 }  // namespace
@@ -75,7 +45,7 @@ void copy_convert(const Tensor& src, const Tensor& dst, const char* op) {
         op, "cudaMemcpyAsync");
     return;
   }
-  visit_storage(src.dtype(), [&](auto in_tag) {
+  visit_dtype(src.dtype(), [&](auto in_tag) {
     using In = decltype(in_tag);
     if (copy_dense<In>(src, dst, op)) return;
     if (try_transpose_copy(src, dst, op)) return;

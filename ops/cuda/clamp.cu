@@ -37,29 +37,13 @@ namespace kiln::cuda {
 
 void clamp(const OpCall& call, const Tensor& out) {
   using namespace cuda_impl;
-  switch (out.dtype()) {
-    case DType::Int32:
-      run<int32_t>(call, out);
-      return;
-    case DType::Int64:
-      run<int64_t>(call, out);
-      return;
-    case DType::Float16:
-      run<Half>(call, out);
-      return;
-    case DType::BFloat16:
-      run<BFloat16>(call, out);
-      return;
-    case DType::Float32:
-      run<float>(call, out);
-      return;
-    case DType::Float64:
-      run<double>(call, out);
-      return;
-    case DType::Bool:
-      break;
-  }
-  throw DTypeError("[clamp] the CUDA kernel does not support dtype bool");
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>)
+      throw DTypeError("[clamp] the CUDA kernel does not support dtype bool");
+    else
+      run<T>(call, out);
+  });
 }
 
 }  // namespace kiln::cuda

@@ -105,24 +105,13 @@ class DeviceBuffer {
 // double); throws DTypeError naming op for other dtypes.
 template <class F>
 void visit_floating(DType d, const char* op, F&& f) {
-  switch (d) {
-    case DType::Float16:
-      f(Half{});
-      return;
-    case DType::BFloat16:
-      f(BFloat16{});
-      return;
-    case DType::Float32:
-      f(float{});
-      return;
-    case DType::Float64:
-      f(double{});
-      return;
-    default:
-      break;
-  }
-  throw DTypeError(
-      detail::cat("[", op, "] the CUDA kernel does not support dtype ", dtype_name(d)));
+  visit_dtype(d, [&](auto tag) {
+    if constexpr (std::is_floating_point_v<compute_t<decltype(tag)>>)
+      f(tag);
+    else
+      throw DTypeError(
+          detail::cat("[", op, "] the CUDA kernel does not support dtype ", dtype_name(d)));
+  });
 }
 
 // ---- element conversions (host and device)
@@ -166,7 +155,8 @@ KILN_HD bool is_nan(T v) {
     return false;
 }
 
-// ---- loads and stores with a run-time dtype (a uniform switch per element)
+// ---- loads and stores with a run-time dtype (a uniform switch per element; device code,
+// so these switch by hand: visit_dtype is host-only)
 
 template <class C>
 __device__ __forceinline__ C load_as(const void* base, DType d, int64_t i) {

@@ -4,6 +4,7 @@
 #include <climits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "ops/cuda/gemm.cuh"
@@ -77,6 +78,27 @@ bool as_operand(int64_t rows, int64_t cols, int64_t rs, int64_t cs, Operand* out
   return false;
 }
 
+// cuBLAS's element type for a floating dtype and the type it accumulates in (float32 for
+// the 16-bit floats); nullopt for the other dtypes.
+struct CublasTypes {
+  cudaDataType_t data;
+  cublasComputeType_t compute;
+};
+constexpr std::optional<CublasTypes> cublas_types(DType d) {
+  switch (d) {
+    case DType::Float16:
+      return CublasTypes{CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    case DType::BFloat16:
+      return CublasTypes{CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    case DType::Float32:
+      return CublasTypes{CUDA_R_32F, CUBLAS_COMPUTE_32F};
+    case DType::Float64:
+      return CublasTypes{CUDA_R_64F, CUBLAS_COMPUTE_64F};
+    default:
+      return std::nullopt;
+  }
+}
+
 int to_int(int64_t v, const char* what, const char* op) {
   KILN_CHECK(v <= INT_MAX, ShapeError, "[", op, "] ", what, " ", v,
              " is too large for cuBLAS (at most ", INT_MAX, ")");
@@ -122,34 +144,19 @@ void gemm(DType dtype, int device, const GemmShape& s, const MatrixArg& a, const
   const int batch = to_int(s.batch, "batch count", op);
   const int ldc_i = to_int(ldc, "leading dimension", op);
 
-  cudaDataType_t type;
-  cublasComputeType_t compute;
+  const std::optional<CublasTypes> types = cublas_types(dtype);
+  KILN_CHECK(types, DTypeError, "[", op, "] the CUDA matrix product does not support dtype ",
+             dtype_name(dtype));
+  const cudaDataType_t type = types->data;
+  const cublasComputeType_t compute = types->compute;
+  // alpha and beta are in the compute type.
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const void* alpha = &one_f;
   const void* beta = accumulate ? &one_f : &zero_f;
-  switch (dtype) {
-    case DType::Float16:
-      type = CUDA_R_16F;
-      compute = CUBLAS_COMPUTE_32F;
-      break;
-    case DType::BFloat16:
-      type = CUDA_R_16BF;
-      compute = CUBLAS_COMPUTE_32F;
-      break;
-    case DType::Float32:
-      type = CUDA_R_32F;
-      compute = CUBLAS_COMPUTE_32F;
-      break;
-    case DType::Float64:
-      type = CUDA_R_64F;
-      compute = CUBLAS_COMPUTE_64F;
-      alpha = &one_d;
-      beta = accumulate ? &one_d : &zero_d;
-      break;
-    default:
-      throw DTypeError(detail::cat("[", op, "] the CUDA matrix product does not support dtype ",
-                                   dtype_name(dtype)));
+  if (compute == CUBLAS_COMPUTE_64F) {
+    alpha = &one_d;
+    beta = accumulate ? &one_d : &zero_d;
   }
   Handle& h = handle_for(device);
   std::lock_guard<std::mutex> lock(h.mutex);

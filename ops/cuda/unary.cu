@@ -69,29 +69,14 @@ void unary(const OpCall& call, const Tensor& out) {
     copy_convert(call.inputs[0], out, call.name());
     return;
   }
-  switch (out.dtype()) {
-    case DType::Int32:
-      run_op<int32_t>(call, out);
-      return;
-    case DType::Int64:
-      run_op<int64_t>(call, out);
-      return;
-    case DType::Float16:
-      run_op<Half>(call, out);
-      return;
-    case DType::BFloat16:
-      run_op<BFloat16>(call, out);
-      return;
-    case DType::Float32:
-      run_op<float>(call, out);
-      return;
-    case DType::Float64:
-      run_op<double>(call, out);
-      return;
-    case DType::Bool:
-      break;
-  }
-  throw DTypeError(detail::cat("[", call.name(), "] the CUDA kernel does not support dtype bool"));
+  visit_dtype(out.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, bool>)
+      throw DTypeError(
+          detail::cat("[", call.name(), "] the CUDA kernel does not support dtype bool"));
+    else
+      run_op<T>(call, out);
+  });
 }
 
 }  // namespace kiln::cuda

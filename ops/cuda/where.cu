@@ -26,29 +26,7 @@ namespace kiln::cuda {
 
 void where(const OpCall& call, const Tensor& out) {
   using namespace cuda_impl;
-  switch (out.dtype()) {
-    case DType::Bool:
-      run<bool>(call, out);
-      return;
-    case DType::Int32:
-      run<int32_t>(call, out);
-      return;
-    case DType::Int64:
-      run<int64_t>(call, out);
-      return;
-    case DType::Float16:
-      run<Half>(call, out);
-      return;
-    case DType::BFloat16:
-      run<BFloat16>(call, out);
-      return;
-    case DType::Float32:
-      run<float>(call, out);
-      return;
-    case DType::Float64:
-      run<double>(call, out);
-      return;
-  }
+  visit_dtype(out.dtype(), [&](auto tag) { run<decltype(tag)>(call, out); });
 }
 
 }  // namespace kiln::cuda
