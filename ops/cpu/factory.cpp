@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "ops/cpu/convert.h"
+#include "ops/cpu/kernel_io.h"
 #include "ops/cpu/loops.h"
 #include "ops/kernels.h"
 #include "runtime/error.h"
@@ -90,13 +91,7 @@ void arange_typed(const Tensor& out, const OpCall& call) {
 void arange(const OpCall& call, const Tensor& out) {
   if (out.numel() == 0) return;
   if (!out.is_contiguous()) {  // not made by the dispatcher, but cheap to support
-    const Tensor packed = Tensor::make(out.sizes(), out.dtype(), out.device());
-    arange(call, packed);
-    OpCall copy;
-    copy.op = OpId::Cast;
-    copy.inputs.push_back(packed);
-    copy.attrs.dtype = out.dtype();
-    unary(copy, out);
+    with_output(out, out.dtype(), [&](const Tensor& packed) { arange(call, packed); });
     return;
   }
   visit_dtype(out.dtype(), [&](auto zero) { arange_typed<decltype(zero)>(out, call); });

@@ -6,6 +6,7 @@
 #include <cmath>  // before ops/philox.h, which uses ::sqrt/::log/::cos without it
 
 #include "ops/cpu/convert.h"
+#include "ops/cpu/kernel_io.h"
 #include "ops/kernels.h"
 #include "ops/philox.h"
 #include "runtime/error.h"
@@ -38,13 +39,7 @@ void random(const OpCall& call, const Tensor& out) {
              "] is not a random op");
   if (out.numel() == 0) return;
   if (!out.is_contiguous()) {  // not made by the dispatcher, but cheap to support
-    const Tensor packed = Tensor::make(out.sizes(), out.dtype(), out.device());
-    random(call, packed);
-    OpCall copy;
-    copy.op = OpId::Cast;
-    copy.inputs.push_back(packed);
-    copy.attrs.dtype = out.dtype();
-    unary(copy, out);
+    with_output(out, out.dtype(), [&](const Tensor& packed) { random(call, packed); });
     return;
   }
   const uint64_t seed = static_cast<uint64_t>(call.scalars[0].to_int());

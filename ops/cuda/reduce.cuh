@@ -99,6 +99,29 @@ __global__ void __launch_bounds__(kReduceThreads)
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// How many blocks share one output's `cols` reduced elements, each with `lanes` threads:
+// at most 256 elements per thread (accuracy), and more splits while the output blocks
+// alone cannot fill the device, as long as each thread keeps at least 16 elements.
+struct ReduceSplit {
+  int64_t splits;     // blocks per output
+  int64_t per_split;  // reduced elements each of them covers
+};
+inline ReduceSplit reduce_splits(int64_t cols, int64_t lanes, int64_t out_blocks, int device) {
+  const int64_t target_blocks = static_cast<int64_t>(sm_count(device)) * 4;
+  int64_t splits = ceil_div(cols, lanes * 256);
+  if (out_blocks < target_blocks) {
+    int64_t par = ceil_div(target_blocks, out_blocks);
+    const int64_t most = ceil_div(cols, lanes * 16);
+    if (par > most) par = most;
+    if (par > splits) splits = par;
+  }
+  if (splits > 65535) splits = 65535;
+  if (splits < 1) splits = 1;
+  const int64_t per_split = ceil_div(cols, splits);
+  if (per_split > 0) splits = ceil_div(cols, per_split);
+  return ReduceSplit{splits < 1 ? 1 : splits, per_split};
+}
+
 // Reduces a packed [rows, cols] input into out[rows] (both on `device`).
 template <class Op, class In, class Out>
 void launch_reduce(const In* x, int64_t rows, int64_t cols, Out* out, const Op& op, int device,
@@ -111,21 +134,7 @@ void launch_reduce(const In* x, int64_t rows, int64_t cols, Out* out, const Op& 
   const int64_t row_blocks = ceil_div(rows, ty);
   KILN_CHECK(row_blocks <= 0x7fffffff, ShapeError, "[", name, "] too many rows (", rows,
              ") for one CUDA launch");
-  // Splits: at most 256 elements per thread (accuracy), and enough blocks to fill the
-  // device while each thread still gets at least 16 elements.
-  const int64_t target_blocks = static_cast<int64_t>(sm_count(device)) * 4;
-  int64_t splits = ceil_div(cols, static_cast<int64_t>(tx) * 256);
-  if (row_blocks < target_blocks) {
-    int64_t par = ceil_div(target_blocks, row_blocks);
-    const int64_t most = ceil_div(cols, static_cast<int64_t>(tx) * 16);
-    if (par > most) par = most;
-    if (par > splits) splits = par;
-  }
-  if (splits > 65535) splits = 65535;
-  if (splits < 1) splits = 1;
-  int64_t per_split = ceil_div(cols, splits);
-  if (per_split > 0) splits = ceil_div(cols, per_split);
-  if (splits < 1) splits = 1;
+  const auto [splits, per_split] = reduce_splits(cols, tx, row_blocks, device);
 
   DeviceScope scope(device);
   cudaStream_t st = stream_of(device);
@@ -205,19 +214,7 @@ void launch_reduce_columns(const In* x, int64_t rows, int64_t cols, Out* out, co
   const int64_t col_blocks = ceil_div(rows, kColumnLanes);
   KILN_CHECK(col_blocks <= 0x7fffffff, ShapeError, "[", name, "] too many outputs (", rows,
              ") for one CUDA launch");
-  const int64_t target_blocks = static_cast<int64_t>(sm_count(device)) * 4;
-  int64_t splits = ceil_div(cols, static_cast<int64_t>(kColumnGroups) * 256);
-  if (col_blocks < target_blocks) {
-    int64_t par = ceil_div(target_blocks, col_blocks);
-    const int64_t most = ceil_div(cols, static_cast<int64_t>(kColumnGroups) * 16);
-    if (par > most) par = most;
-    if (par > splits) splits = par;
-  }
-  if (splits > 65535) splits = 65535;
-  if (splits < 1) splits = 1;
-  int64_t per_split = ceil_div(cols, splits);
-  if (per_split > 0) splits = ceil_div(cols, per_split);
-  if (splits < 1) splits = 1;
+  const auto [splits, per_split] = reduce_splits(cols, kColumnGroups, col_blocks, device);
 
   DeviceScope scope(device);
   cudaStream_t st = stream_of(device);
