@@ -35,7 +35,7 @@ log() { printf '[gpu_prepare] %s\n' "$*" >&2; }
 # ---- 1. build (setup.sh installs missing packages, configures once, builds incrementally)
 [[ -x /usr/local/cuda/bin/nvcc ]] || { log "no CUDA toolkit at /usr/local/cuda"; exit 1; }
 KILN_BUILD_DIR="$BUILD" \
-  KILN_CMAKE_ARGS="-DKILN_WITH_CUDA=ON -DKILN_CUDA_ARCHS=90 ${KILN_CMAKE_ARGS:-}" \
+  KILN_CMAKE_ARGS="-DKILN_WITH_CUDA=ON -DKILN_CUDA_ARCHS=90 -DKILN_WITH_LLVM=OFF ${KILN_CMAKE_ARGS:-}" \
   bash scripts/setup.sh
 
 find_built() {  # find_built NAME: the built file NAME under $BUILD (first match)

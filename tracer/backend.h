@@ -23,12 +23,16 @@ struct TraceProgram {
 class Executable {
  public:
   virtual ~Executable() = default;
-  // Computes the trace for these inputs. values[i] receives op i's result where the
-  // caller may need it (live outputs; in-place ops write into their targets).
+  // Computes the trace for these inputs. values[i] receives op i's result for every op
+  // with wanted[i] set (the values the user holds now; in-place ops write into their
+  // targets). A value wanted now that was not live when the trace was compiled must still
+  // come out right (a fused backend may fall back to interpreting for it).
   virtual void run(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
-                   std::vector<Tensor>& values) const = 0;
+                   std::vector<Tensor>& values, const std::vector<bool>& wanted) const = 0;
   virtual int kernel_count() const = 0;
   virtual const char* backend_name() const = 0;
+  // What stayed unfused or fell back, and why (shown by explain()).
+  virtual std::vector<std::string> notes() const { return {}; }
 };
 
 class TraceBackend {
@@ -44,5 +48,10 @@ void interpret(const TraceProgram& program, size_t count, const std::vector<Tens
                const std::vector<Scalar>& scalars, std::vector<Tensor>& values);
 
 TraceBackend& interpreting_backend();
+
+// Fused backends (jit/) register themselves at load time; compile_trace() tries them in
+// order and falls back to the interpreter when none takes the program, or when KILN_JIT=0.
+void register_backend(TraceBackend* backend);
+std::unique_ptr<Executable> compile_trace(const TraceProgram& program);
 
 }  // namespace kiln::tracer

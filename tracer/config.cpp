@@ -25,6 +25,7 @@ TracerConfig load() {
   c.recompile_limit = env_int("KILN_RECOMPILE_LIMIT", 8);
   c.max_trace_length = std::max(2, env_int("KILN_MAX_TRACE", 4096));
   c.verify = env_int("KILN_VERIFY", 0) != 0;
+  c.jit = env_int("KILN_JIT", 1) != 0;
   if (const char* logs = std::getenv("KILN_LOGS")) {
     try {
       c.log_mask = parse_log_categories(logs);

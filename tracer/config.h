@@ -4,6 +4,7 @@
 //   KILN_WARMUP=N           times a trace must be seen before it compiles (default 2)
 //   KILN_RECOMPILE_LIMIT=N  recompiles per trace before it stays eager (default 8)
 //   KILN_MAX_TRACE=N        longest trace in ops (default 4096)
+//   KILN_JIT=0              compiled traces run through the interpreter (no fused kernels)
 //   KILN_VERIFY=1           run each replay eagerly too and raise on a mismatch
 //   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf (or all)
 //   KILN_LOGFILE=path       where log lines go (default stderr)
@@ -28,6 +29,7 @@ struct TracerConfig {
   int recompile_limit = 8;
   int max_trace_length = 4096;
   bool verify = false;
+  bool jit = true;
   unsigned log_mask = 0;
   std::FILE* log_file = stderr;
 };

@@ -4,6 +4,7 @@
 #include "ops/dispatch.h"
 #include "runtime/error.h"
 #include "tracer/backend.h"
+#include "tracer/config.h"
 
 namespace kiln::tracer {
 namespace {
@@ -17,7 +18,7 @@ class InterpretedTrace final : public Executable {
  public:
   explicit InterpretedTrace(TraceProgram program) : program_(std::move(program)) {}
   void run(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
-           std::vector<Tensor>& values) const override {
+           std::vector<Tensor>& values, const std::vector<bool>&) const override {
     interpret(program_, program_.ops.size(), externals, scalars, values);
   }
   int kernel_count() const override {
@@ -65,6 +66,23 @@ void interpret(const TraceProgram& program, size_t count, const std::vector<Tens
 TraceBackend& interpreting_backend() {
   static InterpretingBackend backend;
   return backend;
+}
+
+namespace {
+std::vector<TraceBackend*>& backends() {
+  static std::vector<TraceBackend*> list;
+  return list;
+}
+}  // namespace
+
+void register_backend(TraceBackend* backend) { backends().push_back(backend); }
+
+std::unique_ptr<Executable> compile_trace(const TraceProgram& program) {
+  if (config().jit) {
+    for (TraceBackend* b : backends())
+      if (std::unique_ptr<Executable> e = b->compile(program)) return e;
+  }
+  return interpreting_backend().compile(program);
 }
 
 }  // namespace kiln::tracer

@@ -130,8 +130,9 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
     std::vector<Tensor> fresh_externals;
     if (!continues && closes_loop(call, meta, target, op, &fresh, &fresh_externals)) {
       end_walk(Boundary::Loop, "", {});
-      op = std::move(fresh);
-      new_externals = std::move(fresh_externals);
+      // Described again now that the ended walk's values exist (they may have been lazy).
+      new_externals.clear();
+      op = describe(call, meta, target, &new_externals, true);
       begin_walk(op);
     }
     if (mode_ != Mode::Idle && node_->depth >= config().max_trace_length) {
@@ -248,15 +249,53 @@ bool TraceRecorder::match_call(const TraceOp& edge, const OpCall& call, const Te
 bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                                 const TraceOp& op, TraceOp* fresh,
                                 std::vector<Tensor>* fresh_externals) {
-  if (node_ == &anchor_->root) return false;
+  // Inside a region (compile(fn), Region) the region's edges end traces: no loop closing.
+  if (node_ == &anchor_->root || !regions_.empty()) return false;
+  auto same_scalars = [&](const Scalar* a, size_t count) {
+    if (count != call.scalars.size()) return false;
+    for (size_t k = 0; k < count; ++k) {
+      const Scalar& b = call.scalars[k];
+      if (a[k].kind() != b.kind() || a[k].to_double() != b.to_double() ||
+          a[k].to_int() != b.to_int())
+        return false;
+    }
+    return true;
+  };
+  // The same op on the very same inputs as earlier in this walk: a loop body reading values
+  // made before the loop (x = tensor(...); for ...: y = f(x)) has come round again.
+  // Scalars must repeat too (x * 2.0 and 1.0 * x are the same wiring, not a loop).
+  bool repeats = false;
+  int scanned = 0;
+  size_t scalar_end = scalars_.size();
+  for (const TraceNode* n = node_; n && n != &anchor_->root && scanned < 1024;
+       n = n->parent, ++scanned) {
+    const size_t count = n->op.scalar_kinds.size();
+    if (n->op.op == op.op && !op.in_place && n->op.same_wiring(op) && scalar_end >= count) {
+      bool same = true;
+      for (size_t k = 0; k < count && same; ++k) {
+        const Scalar& a = scalars_[scalar_end - count + k];
+        const Scalar& b = call.scalars[k];
+        same = a.kind() == b.kind() && a.to_double() == b.to_double() && a.to_int() == b.to_int();
+      }
+      if (same) {
+        repeats = true;
+        break;
+      }
+    }
+    scalar_end -= std::min(scalar_end, count);
+  }
   for (const InputRef& r : op.inputs)
-    if (r.kind != InputRef::Kind::External) return false;
+    if (r.kind != InputRef::Kind::External && !repeats) return false;
+  if (repeats) return true;
   if (op.in_place && op.target.kind != InputRef::Kind::External) return false;
   *fresh = describe(call, meta, target, fresh_externals, true);
-  if (fresh->same_wiring(anchor_->first)) return true;
-  for (const TraceOp& head : walk_heads_)
-    if (fresh->same_wiring(head)) return true;
-  if (walk_heads_.size() < 16) walk_heads_.push_back(*fresh);
+  if (fresh->same_wiring(anchor_->first) && scalars_.size() >= call.scalars.size() &&
+      same_scalars(scalars_.data(), anchor_->first.scalar_kinds.size()))
+    return true;
+  for (const auto& [head, values] : walk_heads_)
+    if (fresh->same_wiring(head) && same_scalars(values.data(), values.size())) return true;
+  if (walk_heads_.size() < 16)
+    walk_heads_.push_back({*fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
   fresh_externals->clear();
   return false;
 }
@@ -453,7 +492,10 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
               inputs[op.target.index] = inputs[op.target.index].clone();
           interpret(plan.program, plan.program.ops.size(), inputs, scalars_, reference);
         }
-        plan.executable->run(externals_, scalars_, values);
+        std::vector<bool> wanted(plan.program.ops.size(), false);
+        for (size_t i = 0; i < wanted.size() && i < outputs_.size(); ++i)
+          wanted[i] = !outputs_[i].expired();
+        plan.executable->run(externals_, scalars_, values, wanted);
         if (config().verify) {
           for (size_t i = 0; i < values.size(); ++i) {
             if (!plan.program.live[i] && !(i < outputs_.size() && !outputs_[i].expired())) continue;
@@ -504,7 +546,7 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
   }
   TraceProgram program = program_for(node);
   const int64_t start = now_ns();
-  std::unique_ptr<Executable> executable = interpreting_backend().compile(program);
+  std::unique_ptr<Executable> executable = compile_trace(program);
   const double compile_ms = (now_ns() - start) / 1e6;
   if (!executable) return;
   auto plan = std::make_shared<CompiledTrace>();
@@ -634,6 +676,7 @@ ExplainReport TraceRecorder::explain() const {
     for (const TensorGuard& g : plan->guards) t.guards.push_back(g.str());
     t.kernels = plan->executable->kernel_count();
     t.backend = plan->executable->backend_name();
+    t.notes = plan->executable->notes();
     t.replays = plan->replays;
     t.side_exits = plan->side_exits;
     t.compile_ms = plan->compile_ms;

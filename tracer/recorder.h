@@ -114,8 +114,8 @@ class TraceRecorder final : public DispatchHook {
   int64_t walk_eager_ns_ = 0;
   std::string walk_guard_failure_;  // why the last replay left its trace (for recompiles)
   // Fresh descriptions of this walk's ops whose inputs are all external: each could start
-  // a trace, and one coming round again closes a loop (the trace ends before it).
-  std::vector<TraceOp> walk_heads_;
+  // a trace, and one coming round again (same scalars too) closes a loop.
+  std::vector<std::pair<TraceOp, std::vector<Scalar>>> walk_heads_;  // with their scalars
 
   // Lifetime statistics.
   std::vector<std::shared_ptr<CompiledTrace>> compiled_;

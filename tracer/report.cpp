@@ -75,6 +75,7 @@ std::string ExplainReport::table() const {
       os << "        ops: " << ops << "\n";
       for (size_t i = 0; i < t.guards.size(); ++i)
         os << "        guard in" << i << ": " << t.guards[i] << "\n";
+      for (const std::string& n : t.notes) os << "        note: " << n << "\n";
     }
   }
   if (!breaks.empty()) {
@@ -112,6 +113,7 @@ std::string ExplainReport::json() const {
                            ", \"replays\": " + std::to_string(t.replays) +
                            ", \"side_exits\": " + std::to_string(t.side_exits) +
                            ", \"compile_ms\": " + fixed(t.compile_ms, 3) +
+                           ", \"notes\": " + json_list(t.notes, quoted) +
                            ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") + "}";
                   })
      << ", \"graph_breaks\": "

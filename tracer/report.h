@@ -21,6 +21,7 @@ struct TraceReport {
   int64_t side_exits = 0;
   double compile_ms = 0;
   bool stays_eager = false;
+  std::vector<std::string> notes;  // what stayed unfused and why
 };
 
 struct BreakReport {

@@ -239,8 +239,8 @@ def test_side_exit_mid_trace(rng):
 
     for _ in range(3):
         f(False).numpy()
-    np.testing.assert_allclose(f(True).numpy(), eager(f, True), rtol=1e-6)
-    np.testing.assert_allclose(f(False).numpy(), eager(f, False), rtol=1e-6)
+    np.testing.assert_allclose(f(True).numpy(), eager(f, True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(f(False).numpy(), eager(f, False), rtol=1e-5, atol=1e-6)
 
 
 def test_outputs_held_and_never_overwritten(rng):

@@ -1,0 +1,28 @@
+#include "jit/debug_dump.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+
+namespace kiln::jit {
+
+DebugDump::DebugDump() {
+  const char* root = std::getenv("KILN_DEBUG_DIR");
+  if (!root || !*root) return;
+  static std::atomic<int> counter{0};
+  mkdir(root, 0755);
+  const std::string dir =
+      std::string(root) + "/trace-" + std::to_string(getpid()) + "-" + std::to_string(++counter);
+  if (mkdir(dir.c_str(), 0755) == 0) dir_ = dir;
+}
+
+void DebugDump::write(const std::string& file, const std::string& text) const {
+  if (!active()) return;
+  std::ofstream out(dir_ + "/" + file, std::ios::binary);
+  out << text;
+}
+
+}  // namespace kiln::jit

@@ -1,0 +1,24 @@
+// KILN_DEBUG_DIR=dir: per compiled trace, a folder dir/trace-<pid>-<n>/ with
+//   trace.txt     the recorded ops, their wiring and the guards of the inputs
+//   fusion.txt    the program before fusion, the plan after it (steps, what is stored,
+//                 arena or fresh), the memory plan and each kernel's KernelIR
+//   kernel-<i>.ll the optimized LLVM IR of each kernel (or kernel-<i>.cu for CUDA)
+//   compile.txt   compile times per phase and per kernel, cache hits, vector widths
+#pragma once
+
+#include <string>
+
+namespace kiln::jit {
+
+class DebugDump {
+ public:
+  DebugDump();  // reads KILN_DEBUG_DIR; inactive when unset
+  bool active() const { return !dir_.empty(); }
+  void write(const std::string& file, const std::string& text) const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+}  // namespace kiln::jit

@@ -1,0 +1,584 @@
+#include "jit/llvm/codegen.h"
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/MDBuilder.h>
+#include <llvm/IR/Module.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/raw_ostream.h>
+
+namespace kiln::jit::llvm_backend {
+
+using llvm::BasicBlock;
+using llvm::Function;
+using llvm::IRBuilder;
+using llvm::Type;
+using llvm::Value;
+
+namespace {
+
+class Emitter {
+ public:
+  Emitter(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m)
+      : k_(k), ctx_(ctx), m_(m), b_(ctx) {}
+
+  void emit(const std::string& name) {
+    Type* i64 = b_.getInt64Ty();
+    Type* ptr = llvm::PointerType::getUnqual(ctx_);
+    const size_t nops = k_.operands.size();
+
+    // The body takes each operand as a noalias pointer; the entry point unpacks the array.
+    std::vector<Type*> params(nops, ptr);
+    params.insert(params.end(), {ptr, ptr, ptr, i64, i64});
+    Function* body = Function::Create(llvm::FunctionType::get(b_.getVoidTy(), params, false),
+                                      Function::InternalLinkage, name + "_body", m_);
+    body->addFnAttr(llvm::Attribute::AlwaysInline);
+    body->addFnAttr(llvm::Attribute::NoUnwind);
+    for (size_t i = 0; i < nops; ++i) body->addParamAttr(i, llvm::Attribute::NoAlias);
+    Function* entry = Function::Create(
+        llvm::FunctionType::get(b_.getVoidTy(), {ptr, ptr, ptr, ptr, i64, i64}, false),
+        Function::ExternalLinkage, name, m_);
+    entry->addFnAttr(llvm::Attribute::NoUnwind);
+    {
+      b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", entry));
+      std::vector<Value*> args;
+      for (size_t i = 0; i < nops; ++i)
+        args.push_back(b_.CreateLoad(ptr, b_.CreateConstGEP1_64(ptr, entry->getArg(0), i)));
+      for (int a = 1; a < 6; ++a) args.push_back(entry->getArg(a));
+      b_.CreateCall(body, args);
+      b_.CreateRetVoid();
+    }
+
+    fn_ = body;
+    b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", body));
+    for (size_t i = 0; i < nops; ++i) base_.push_back(body->getArg(i));
+    Value* shape_arg = body->getArg(nops);
+    Value* strides_arg = body->getArg(nops + 1);
+    scalars_ = body->getArg(nops + 2);
+    Value* begin = body->getArg(nops + 3);
+    Value* end = body->getArg(nops + 4);
+    const int rank = k_.rank;
+    for (int d = 0; d < rank; ++d)
+      shape_.push_back(b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, shape_arg, d)));
+    strides_.resize(nops);
+    for (size_t o = 0; o < nops; ++o)
+      for (int d = 0; d < rank; ++d)
+        strides_[o].push_back(
+            b_.CreateLoad(i64, b_.CreateConstGEP1_64(i64, strides_arg, o * rank + d)));
+    cols_ = shape_[rank - 1];
+    // Invariant nodes once, at entry.
+    for (size_t i = 0; i < k_.nodes.size(); ++i)
+      if (k_.nodes[i].level == Level::Invariant) invariant_[i] = value(static_cast<int>(i));
+
+    if (k_.kind == Kernel::Kind::Pointwise)
+      emit_pointwise(begin, end);
+    else
+      emit_rows(begin, end);
+    b_.CreateRetVoid();
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (llvm::verifyFunction(*body, &os) || llvm::verifyFunction(*entry, &os))
+      throw std::runtime_error("[jit] invalid LLVM IR: " + os.str());
+  }
+
+ private:
+  // ---- types
+  Type* ctype(DType d) {
+    switch (d) {
+      case DType::Bool:
+        return b_.getInt1Ty();
+      case DType::Int32:
+        return b_.getInt32Ty();
+      case DType::Int64:
+        return b_.getInt64Ty();
+      case DType::Float64:
+        return b_.getDoubleTy();
+      default:
+        return b_.getFloatTy();
+    }
+  }
+  Type* stype(DType d) {
+    switch (d) {
+      case DType::Bool:
+        return b_.getInt8Ty();
+      case DType::Float16:
+        return b_.getHalfTy();
+      case DType::BFloat16:
+        return b_.getInt16Ty();
+      default:
+        return ctype(d);
+    }
+  }
+  static bool flt(DType d) { return is_floating(d); }
+
+  Value* load(DType d, Value* addr) {
+    Value* v = b_.CreateLoad(stype(d), addr);
+    switch (d) {
+      case DType::Bool:
+        return b_.CreateICmpNE(v, b_.getInt8(0));
+      case DType::Float16:
+        return b_.CreateFPExt(v, b_.getFloatTy());
+      case DType::BFloat16:
+        return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16),
+                                b_.getFloatTy());
+      default:
+        return v;
+    }
+  }
+  Value* to_storage(DType d, Value* v) {
+    switch (d) {
+      case DType::Bool:
+        return b_.CreateZExt(v, b_.getInt8Ty());
+      case DType::Float16:
+        return b_.CreateFPTrunc(v, b_.getHalfTy());
+      case DType::BFloat16: {  // round to nearest even; NaN stays a quiet NaN
+        Value* bits = b_.CreateBitCast(v, b_.getInt32Ty());
+        Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
+        Value* rounded =
+            b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff))), 16);
+        Value* nan = b_.CreateFCmpUNO(v, v);
+        return b_.CreateTrunc(b_.CreateSelect(nan, b_.getInt32(0x7fc0), rounded), b_.getInt16Ty());
+      }
+      default:
+        return v;
+    }
+  }
+  // Rounds a float32-computed value through float16/bfloat16 (what a cast to them does).
+  Value* round_through(DType d, Value* v) {
+    if (d == DType::Float16)
+      return b_.CreateFPExt(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getFloatTy());
+    if (d == DType::BFloat16) {
+      Value* s = to_storage(d, v);
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(s, b_.getInt32Ty()), 16), b_.getFloatTy());
+    }
+    return v;
+  }
+  Value* convert(Value* v, DType from, DType to) {
+    Type* t = ctype(to);
+    if (from == to) return v;
+    Value* r;
+    if (from == DType::Bool) {
+      r = flt(to) ? b_.CreateUIToFP(v, t) : b_.CreateZExt(v, t);
+    } else if (to == DType::Bool) {
+      r = flt(from) ? b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
+                    : b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
+    } else if (flt(from) && flt(to)) {
+      r = b_.CreateFPCast(v, t);
+    } else if (flt(from)) {
+      r = b_.CreateFPToSI(v, t);
+    } else if (flt(to)) {
+      r = b_.CreateSIToFP(v, t);
+    } else {
+      r = b_.CreateSExtOrTrunc(v, t);
+    }
+    return round_through(to, r);
+  }
+  Value* fconst(Type* t, double v) { return llvm::ConstantFP::get(t, v); }
+
+  // ---- elementwise math
+  Value* call1(llvm::Intrinsic::ID id, Value* x) { return b_.CreateUnaryIntrinsic(id, x); }
+  Value* exp(Value* x) { return call1(llvm::Intrinsic::exp, x); }
+  Value* tanh(Value* x) {
+    Type* t = x->getType();
+    if (t->isDoubleTy()) return libm("tanhf", "tanh", x);  // float64: libm's accuracy
+    Value* a = call1(llvm::Intrinsic::fabs, x);
+    Value* e = exp(b_.CreateFMul(a, fconst(t, -2.0)));
+    Value* big = b_.CreateFDiv(b_.CreateFSub(fconst(t, 1.0), e), b_.CreateFAdd(fconst(t, 1.0), e));
+    big = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, big, x);
+    // Small |x|: the odd Taylor series to x^13 (error below 1e-9 for |x| < 0.3).
+    static const double c[] = {-1.0 / 3,    2.0 / 15,         -17.0 / 315,
+                               62.0 / 2835, -1382.0 / 155925, 21844.0 / 6081075};
+    Value* x2 = b_.CreateFMul(x, x);
+    Value* p = fconst(t, c[5]);
+    for (int i = 4; i >= 0; --i) p = b_.CreateFAdd(b_.CreateFMul(p, x2), fconst(t, c[i]));
+    Value* small = b_.CreateFAdd(x, b_.CreateFMul(b_.CreateFMul(x, x2), p));
+    return b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(t, 0.3)), small, big);
+  }
+  Value* sigmoid(Value* x) {
+    Type* t = x->getType();
+    return b_.CreateFDiv(fconst(t, 1.0), b_.CreateFAdd(fconst(t, 1.0), exp(b_.CreateFNeg(x))));
+  }
+  Value* libm(const char* f32, const char* f64, Value* x) {
+    Type* t = x->getType();
+    llvm::FunctionCallee f = m_.getOrInsertFunction(t->isDoubleTy() ? f64 : f32, t, t);
+    return b_.CreateCall(f, {x});
+  }
+
+  Value* compute(const KNode& n, Value* a, Value* b, Value* c) {
+    const bool f = flt(n.dtype);
+    Type* t = ctype(n.dtype);
+    switch (n.op) {
+      case KOp::Neg:
+        return f ? b_.CreateFNeg(a) : b_.CreateNeg(a);
+      case KOp::Abs:
+        return f ? call1(llvm::Intrinsic::fabs, a)
+                 : b_.CreateSelect(b_.CreateICmpSLT(a, llvm::ConstantInt::get(t, 0)),
+                                   b_.CreateNeg(a), a);
+      case KOp::Exp:
+        return exp(a);
+      case KOp::Log:
+        return call1(llvm::Intrinsic::log, a);
+      case KOp::Sqrt:
+        return call1(llvm::Intrinsic::sqrt, a);
+      case KOp::Rsqrt:
+        return b_.CreateFDiv(fconst(t, 1.0), call1(llvm::Intrinsic::sqrt, a));
+      case KOp::Sin:
+        return call1(llvm::Intrinsic::sin, a);
+      case KOp::Cos:
+        return call1(llvm::Intrinsic::cos, a);
+      case KOp::Tanh:
+        return tanh(a);
+      case KOp::Sigmoid:
+        return sigmoid(a);
+      case KOp::Silu:
+        return b_.CreateFMul(a, sigmoid(a));
+      case KOp::Relu:
+        return f ? b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(t, 0)), fconst(t, 0), a)
+                 : b_.CreateSelect(b_.CreateICmpSLT(a, llvm::ConstantInt::get(t, 0)),
+                                   llvm::ConstantInt::get(t, 0), a);
+      case KOp::Reciprocal:
+        return b_.CreateFDiv(fconst(t, 1.0), a);
+      case KOp::Erf:
+        return libm("erff", "erf", a);
+      case KOp::Add:
+        return f ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
+      case KOp::Sub:
+        return f ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
+      case KOp::Mul:
+        return f ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
+      case KOp::Div:
+        if (!f) throw std::runtime_error("[jit] integer division has no fused code");
+        return b_.CreateFDiv(a, b);
+      case KOp::Pow:
+        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, b);
+      case KOp::Max:
+        return f ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, b)
+                 : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, b);
+      case KOp::Min:
+        return f ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, b)
+                 : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, b);
+      case KOp::Eq:
+      case KOp::Ne:
+      case KOp::Lt:
+      case KOp::Le:
+      case KOp::Gt:
+      case KOp::Ge: {
+        const bool fa = a->getType()->isFloatingPointTy();
+        using P = llvm::CmpInst::Predicate;
+        static const P fp[] = {P::FCMP_OEQ, P::FCMP_UNE, P::FCMP_OLT,
+                               P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE};
+        static const P ip[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_SLT,
+                               P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE};
+        const int i = static_cast<int>(n.op) - static_cast<int>(KOp::Eq);
+        return fa ? b_.CreateFCmp(fp[i], a, b) : b_.CreateICmp(ip[i], a, b);
+      }
+      case KOp::Where:
+        return b_.CreateSelect(a, b, c);
+      default:
+        throw std::runtime_error(std::string("[jit] no code for ") + kop_name(n.op));
+    }
+  }
+
+  // ---- values by level. Full-level values live in the current loop body (memo_),
+  // row-level ones in the current row (row_), invariant ones at entry (invariant_).
+  Value* value(int i) {
+    const KNode& n = k_.nodes[i];
+    if (n.level == Level::Invariant) {
+      auto it = invariant_.find(i);
+      if (it != invariant_.end()) return it->second;
+    } else if (n.level == Level::Row && k_.kind == Kernel::Kind::Row) {
+      auto it = row_.find(i);
+      if (it != row_.end()) return it->second;
+    } else {
+      auto it = memo_.find(i);
+      if (it != memo_.end()) return it->second;
+    }
+    Value* v;
+    switch (n.op) {
+      case KOp::Load:
+        v = load(n.dtype, address(n.operand));
+        break;
+      case KOp::Scalar: {
+        Value* raw = b_.CreateLoad(b_.getInt64Ty(),
+                                   b_.CreateConstGEP1_64(b_.getInt64Ty(), scalars_, n.slot));
+        v = n.dtype == DType::Float64 ? b_.CreateBitCast(raw, b_.getDoubleTy())
+            : n.dtype == DType::Bool  ? b_.CreateICmpNE(raw, b_.getInt64(0))
+                                      : raw;
+        break;
+      }
+      case KOp::Const:
+        v = flt(n.dtype)
+                ? fconst(ctype(n.dtype), n.value)
+                : static_cast<Value*>(llvm::ConstantInt::get(
+                      ctype(n.dtype), static_cast<uint64_t>(static_cast<int64_t>(n.value))));
+        break;
+      case KOp::ReduceCount:
+        v = b_.CreateSIToFP(cols_, b_.getDoubleTy());
+        break;
+      case KOp::Cast:
+        v = convert(value(n.in[0]), k_.nodes[n.in[0]].dtype, n.dtype);
+        break;
+      default: {
+        if (is_reduction(n.op)) throw std::runtime_error("[jit] reduction used before its pass");
+        Value* a = value(n.in[0]);
+        Value* b = n.in[1] >= 0 ? value(n.in[1]) : nullptr;
+        Value* c = n.in[2] >= 0 ? value(n.in[2]) : nullptr;
+        v = compute(n, a, b, c);
+      }
+    }
+    if (n.level == Level::Invariant)
+      invariant_[i] = v;
+    else if (n.level == Level::Row && k_.kind == Kernel::Kind::Row)
+      row_[i] = v;
+    else
+      memo_[i] = v;
+    return v;
+  }
+
+  // Address of the current element of an operand: its row base plus j * inner stride.
+  Value* address(int operand) {
+    const KOperand& o = k_.operands[operand];
+    Value* idx = nullptr;
+    if (o.inner == InnerStride::Contiguous)
+      idx = j_;
+    else if (o.inner == InnerStride::Strided)
+      idx = b_.CreateMul(j_, strides_[operand][k_.rank - 1]);
+    if (o.row_level || !idx) return row_base_[operand];
+    return b_.CreateGEP(stype(o.dtype), row_base_[operand], idx);
+  }
+
+  // Row bases: each operand's pointer at (row, 0), from the row index over the outer dims.
+  void compute_row_bases(Value* row) {
+    row_base_.assign(k_.operands.size(), nullptr);
+    std::vector<Value*> off(k_.operands.size(), b_.getInt64(0));
+    Value* r = row;
+    for (int d = k_.rank - 2; d >= 0; --d) {
+      Value* idx = d == 0 ? r : b_.CreateURem(r, shape_[d]);
+      if (d > 0) r = b_.CreateUDiv(r, shape_[d]);
+      for (size_t o = 0; o < k_.operands.size(); ++o)
+        off[o] = b_.CreateAdd(off[o], b_.CreateMul(idx, strides_[o][d]));
+    }
+    for (size_t o = 0; o < k_.operands.size(); ++o)
+      row_base_[o] = b_.CreateGEP(stype(k_.operands[o].dtype), base_[o], off[o]);
+  }
+
+  // A counted loop [lo, hi) with loop-carried values; body gets j and the carried values
+  // and returns their updates. Returns the carried values after the loop.
+  std::vector<Value*> loop(
+      Value* lo, Value* hi, const std::vector<Value*>& init,
+      const std::function<std::vector<Value*>(const std::vector<Value*>&)>& body, Value** j_out,
+      bool inner = true) {
+    BasicBlock* pre = b_.GetInsertBlock();
+    BasicBlock* head = BasicBlock::Create(ctx_, "loop", fn_);
+    BasicBlock* exit = BasicBlock::Create(ctx_, "loop.exit", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(lo, hi), head, exit);
+    b_.SetInsertPoint(head);
+    llvm::PHINode* j = b_.CreatePHI(b_.getInt64Ty(), 2);
+    j->addIncoming(lo, pre);
+    std::vector<llvm::PHINode*> phis;
+    std::vector<Value*> carried;
+    for (Value* v : init) {
+      llvm::PHINode* p = b_.CreatePHI(v->getType(), 2);
+      p->addIncoming(v, pre);
+      phis.push_back(p);
+      carried.push_back(p);
+    }
+    *j_out = j;
+    std::vector<Value*> next = body(carried);
+    Value* jn = b_.CreateAdd(j, b_.getInt64(1), "", true, true);
+    BasicBlock* latch = b_.GetInsertBlock();
+    llvm::BranchInst* br = b_.CreateCondBr(b_.CreateICmpSLT(jn, hi), head, exit);
+    if (!inner) {  // the row loop: leave it scalar (its body holds the vector loops)
+      llvm::MDNode* off =
+          llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
+                                   llvm::ConstantAsMetadata::get(b_.getInt32(1))});
+      llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, {nullptr, off});
+      md->replaceOperandWith(0, md);
+      br->setMetadata(llvm::LLVMContext::MD_loop, md);
+    }
+    j->addIncoming(jn, latch);
+    for (size_t i = 0; i < phis.size(); ++i) phis[i]->addIncoming(next[i], latch);
+    b_.SetInsertPoint(exit);
+    std::vector<Value*> out;
+    for (size_t i = 0; i < init.size(); ++i) {
+      llvm::PHINode* p = b_.CreatePHI(init[i]->getType(), 2);
+      p->addIncoming(init[i], pre);
+      p->addIncoming(next[i], latch);
+      out.push_back(p);
+    }
+    return out;
+  }
+
+  void store(const KStore& s) {
+    const KOperand& o = k_.operands[s.operand];
+    b_.CreateStore(to_storage(o.dtype, value(s.node)), address(s.operand));
+  }
+
+  // ---- pointwise: [begin, end) elements, row segment by row segment.
+  void emit_pointwise(Value* begin, Value* end) {
+    Value* jdummy;
+    // The outer loop over row segments is a while loop: carry pos.
+    BasicBlock* pre = b_.GetInsertBlock();
+    BasicBlock* head = BasicBlock::Create(ctx_, "seg", fn_);
+    BasicBlock* exit = BasicBlock::Create(ctx_, "seg.exit", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLT(begin, end), head, exit);
+    b_.SetInsertPoint(head);
+    llvm::PHINode* pos = b_.CreatePHI(b_.getInt64Ty(), 2);
+    pos->addIncoming(begin, pre);
+    Value* row = b_.CreateUDiv(pos, cols_);
+    Value* j0 = b_.CreateSub(pos, b_.CreateMul(row, cols_));
+    Value* left = b_.CreateSub(end, pos);
+    Value* room = b_.CreateSub(cols_, j0);
+    Value* seg = b_.CreateSelect(b_.CreateICmpSLT(left, room), left, room);
+    Value* j1 = b_.CreateAdd(j0, seg);
+    compute_row_bases(row);
+    loop(
+        j0, j1, {},
+        [&](const std::vector<Value*>&) {
+          j_ = jdummy;
+          memo_.clear();
+          for (const KStore& s : k_.stores) store(s);
+          return std::vector<Value*>{};
+        },
+        &jdummy);
+    Value* next = b_.CreateAdd(pos, seg);
+    BasicBlock* latch = b_.GetInsertBlock();
+    b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
+    pos->addIncoming(next, latch);
+    b_.SetInsertPoint(exit);
+  }
+
+  // Row-level nodes a loop body will need, emitted before the loop.
+  void prepare_rows(int i, std::vector<uint8_t>& seen) {
+    if (seen[i]) return;
+    seen[i] = 1;
+    const KNode& n = k_.nodes[i];
+    if (n.level == Level::Row) {
+      if (!is_reduction(n.op)) value(i);
+      return;
+    }
+    if (n.level != Level::Full || is_reduction(n.op)) return;
+    for (int32_t a : n.in)
+      if (a >= 0) prepare_rows(a, seen);
+  }
+
+  Value* reduce_init(const KNode& n) {
+    Type* t = ctype(n.dtype);
+    if (n.op == KOp::ReduceSum)
+      return flt(n.dtype) ? fconst(t, 0.0) : static_cast<Value*>(llvm::ConstantInt::get(t, 0));
+    const bool mx = n.op == KOp::ReduceMax;
+    if (flt(n.dtype)) return fconst(t, mx ? -INFINITY : INFINITY);
+    const unsigned bits = t->getIntegerBitWidth();
+    return llvm::ConstantInt::get(
+        ctx_, mx ? llvm::APInt::getSignedMinValue(bits) : llvm::APInt::getSignedMaxValue(bits));
+  }
+  Value* reduce_step(const KNode& n, Value* acc, Value* x) {
+    const bool f = flt(n.dtype);
+    if (n.op == KOp::ReduceSum) {
+      if (!f) return b_.CreateAdd(acc, x);
+      llvm::IRBuilderBase::FastMathFlagGuard guard(b_);
+      llvm::FastMathFlags fmf;
+      fmf.setAllowReassoc();
+      b_.setFastMathFlags(fmf);
+      return b_.CreateFAdd(acc, x);
+    }
+    const bool mx = n.op == KOp::ReduceMax;
+    if (f)
+      return b_.CreateBinaryIntrinsic(mx ? llvm::Intrinsic::maximum : llvm::Intrinsic::minimum, acc,
+                                      x);
+    return b_.CreateBinaryIntrinsic(mx ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, acc, x);
+  }
+
+  // ---- rows: [begin, end) rows; per row, one pass per reduction stage, then the stores.
+  void emit_rows(Value* begin, Value* end) {
+    Value* r;
+    loop(
+        begin, end, {},
+        [&](const std::vector<Value*>&) {
+          row_.clear();
+          compute_row_bases(r);
+          const int stages = k_.stages();
+          for (int s = 1; s <= stages; ++s) {
+            std::vector<int> reds;
+            for (size_t i = 0; i < k_.nodes.size(); ++i)
+              if (is_reduction(k_.nodes[i].op) && k_.nodes[i].stage == s)
+                reds.push_back(static_cast<int>(i));
+            if (reds.empty()) continue;
+            std::vector<uint8_t> seen(k_.nodes.size(), 0);
+            for (int i : reds) prepare_rows(k_.nodes[i].in[0], seen);
+            std::vector<Value*> init;
+            for (int i : reds) init.push_back(reduce_init(k_.nodes[i]));
+            Value* j;
+            std::vector<Value*> done = loop(
+                b_.getInt64(0), cols_, init,
+                [&](const std::vector<Value*>& acc) {
+                  j_ = j;
+                  memo_.clear();
+                  std::vector<Value*> next;
+                  for (size_t q = 0; q < reds.size(); ++q)
+                    next.push_back(
+                        reduce_step(k_.nodes[reds[q]], acc[q], value(k_.nodes[reds[q]].in[0])));
+                  return next;
+                },
+                &j);
+            for (size_t q = 0; q < reds.size(); ++q) row_[reds[q]] = done[q];
+          }
+          // Per-row outputs, then the per-element pass.
+          std::vector<KStore> full;
+          for (const KStore& st : k_.stores) {
+            if (k_.operands[st.operand].row_level) {
+              j_ = b_.getInt64(0);
+              memo_.clear();
+              store(st);
+            } else {
+              full.push_back(st);
+            }
+          }
+          if (!full.empty()) {
+            std::vector<uint8_t> seen(k_.nodes.size(), 0);
+            for (const KStore& st : full) prepare_rows(st.node, seen);
+            Value* j;
+            loop(
+                b_.getInt64(0), cols_, {},
+                [&](const std::vector<Value*>&) {
+                  j_ = j;
+                  memo_.clear();
+                  for (const KStore& st : full) store(st);
+                  return std::vector<Value*>{};
+                },
+                &j);
+          }
+          return std::vector<Value*>{};
+        },
+        &r, false);
+  }
+
+  const Kernel& k_;
+  llvm::LLVMContext& ctx_;
+  llvm::Module& m_;
+  IRBuilder<> b_;
+  Function* fn_ = nullptr;
+  std::vector<Value*> base_, shape_, row_base_;
+  std::vector<std::vector<Value*>> strides_;
+  Value* scalars_ = nullptr;
+  Value* cols_ = nullptr;
+  Value* j_ = nullptr;
+  std::map<int, Value*> invariant_, row_, memo_;
+};
+
+}  // namespace
+
+std::unique_ptr<llvm::Module> emit_kernel(const Kernel& kernel, const std::string& name,
+                                          llvm::LLVMContext& context) {
+  auto module = std::make_unique<llvm::Module>(name, context);
+  Emitter(kernel, context, *module).emit(name);
+  return module;
+}
+
+}  // namespace kiln::jit::llvm_backend

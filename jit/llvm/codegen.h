@@ -1,0 +1,28 @@
+// KernelIR -> LLVM IR, built with IRBuilder. The emitted function is
+//
+//   void <name>(ptr operands, ptr shape, ptr strides, ptr scalars, i64 begin, i64 end)
+//
+// operands: one data pointer per kernel operand; shape: kernel.rank sizes; strides: per
+// operand kernel.rank element strides; scalars: 64-bit payloads (a double's bits or an
+// int64). [begin, end) is a range of elements (pointwise kernels) or rows (row kernels):
+// the host splits the work over its threads and calls the function once per chunk.
+// Innermost loops are plain counted loops over noalias pointers, written for the loop
+// vectorizer; exp/log/sin/cos map to glibc's vector math (libmvec) when it is loaded.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "jit/kernel_ir.h"
+
+namespace llvm {
+class LLVMContext;
+class Module;
+}  // namespace llvm
+
+namespace kiln::jit::llvm_backend {
+
+std::unique_ptr<llvm::Module> emit_kernel(const Kernel& kernel, const std::string& name,
+                                          llvm::LLVMContext& context);
+
+}  // namespace kiln::jit::llvm_backend

@@ -1,0 +1,52 @@
+// LlvmJit: the process's one ORC LLJIT, shared by every thread. get(kernel) returns the
+// kernel's entry point from (in order) the in-memory table, the disk cache (an object
+// file added to the JIT as is, no LLVM passes run) or a fresh compile:
+//   IRBuilder module (jit/llvm/codegen) -> O3 for the host CPU (its name and features,
+//   glibc's libmvec as the vector math library when it loads) -> object file -> disk cache
+//   -> linked into the JIT.
+// Compiling is serialized by a mutex; looking a kernel up in memory takes the same lock
+// only briefly. Errors throw std::runtime_error (the caller falls back to eager kernels).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "jit/kernel_ir.h"
+
+namespace kiln::jit::llvm_backend {
+
+using KernelFn = void (*)(void* const* operands, const int64_t* shape, const int64_t* strides,
+                          const int64_t* scalars, int64_t begin, int64_t end);
+
+struct KernelBinary {
+  KernelFn fn = nullptr;
+  std::string key;
+  enum class Source : uint8_t { Memory, Disk, Compiled } source = Source::Compiled;
+  double ms = 0;         // time get() took
+  std::string llvm_ir;   // optimized LLVM IR, when compiled with keep_ir
+  int vector_width = 0;  // widest vector register width (bits) in the optimized IR
+};
+
+struct LlvmJitStats {
+  int64_t compiled = 0, disk_hits = 0, memory_hits = 0;
+};
+
+class LlvmJit {
+ public:
+  static LlvmJit& instance();
+  // keep_ir: also return the optimized LLVM IR (for KILN_DEBUG_DIR).
+  KernelBinary get(const Kernel& kernel, bool keep_ir = false);
+  LlvmJitStats stats() const;
+  std::string host() const;  // "skylake-avx512 +avx2,+avx512f,..." and the LLVM version
+  std::string cache_dir() const;
+  // Forgets the in-memory table's view of what is loaded (tests of the disk cache use a
+  // fresh key space instead; compiled code stays loaded for the process's lifetime).
+  ~LlvmJit();
+
+ private:
+  LlvmJit();
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace kiln::jit::llvm_backend

@@ -1,0 +1,488 @@
+#include "jit/lower.h"
+
+#include <algorithm>
+#include <map>
+
+#include "runtime/error.h"
+
+namespace kiln::jit {
+
+using tracer::InputRef;
+using tracer::TraceOp;
+using tracer::TraceProgram;
+
+namespace {
+
+const tracer::TensorGuard* guard_of(const TraceProgram& p, int slot) {
+  int seen = 0;
+  for (const TraceOp& op : p.ops)
+    for (const tracer::TensorGuard& g : op.new_guards)
+      if (seen++ == slot) return &g;
+  return nullptr;
+}
+
+KOp unary_kop(OpId op) {
+  switch (op) {
+    case OpId::Neg:
+      return KOp::Neg;
+    case OpId::Abs:
+      return KOp::Abs;
+    case OpId::Exp:
+      return KOp::Exp;
+    case OpId::Log:
+      return KOp::Log;
+    case OpId::Sqrt:
+      return KOp::Sqrt;
+    case OpId::Rsqrt:
+      return KOp::Rsqrt;
+    case OpId::Sin:
+      return KOp::Sin;
+    case OpId::Cos:
+      return KOp::Cos;
+    case OpId::Tanh:
+      return KOp::Tanh;
+    case OpId::Sigmoid:
+      return KOp::Sigmoid;
+    case OpId::Relu:
+      return KOp::Relu;
+    case OpId::Silu:
+      return KOp::Silu;
+    case OpId::Reciprocal:
+      return KOp::Reciprocal;
+    default:
+      throw Unsupported(std::string("no lowering for ") + op_name(op));
+  }
+}
+
+KOp binary_kop(OpId op) {
+  switch (op) {
+    case OpId::Add:
+      return KOp::Add;
+    case OpId::Sub:
+      return KOp::Sub;
+    case OpId::Mul:
+      return KOp::Mul;
+    case OpId::Div:
+      return KOp::Div;
+    case OpId::Pow:
+      return KOp::Pow;
+    case OpId::Maximum:
+      return KOp::Max;
+    case OpId::Minimum:
+      return KOp::Min;
+    case OpId::Eq:
+      return KOp::Eq;
+    case OpId::Ne:
+      return KOp::Ne;
+    case OpId::Lt:
+      return KOp::Lt;
+    case OpId::Le:
+      return KOp::Le;
+    case OpId::Gt:
+      return KOp::Gt;
+    case OpId::Ge:
+      return KOp::Ge;
+    default:
+      throw Unsupported(std::string("no lowering for ") + op_name(op));
+  }
+}
+
+bool is_comparison(OpId op) { return op >= OpId::Eq && op <= OpId::Ge; }
+
+class Lowerer {
+ public:
+  Lowerer(const TraceProgram& p, const FusionPlan& plan, const FusionGroup& g)
+      : p_(p), plan_(plan), g_(g), base_(scalar_bases(p)) {
+    rank_ = static_cast<int>(g.shape.size());
+    row_keep_ = row_drop_ = Dims();
+    for (int d = 0; d < rank_; ++d) {
+      if (d < rank_ - g.reduced_dims) {
+        row_keep_.push_back(g.shape[d]);
+        row_drop_.push_back(g.shape[d]);
+      } else {
+        row_keep_.push_back(1);
+      }
+    }
+  }
+
+  LoweredKernel run() {
+    out_.kernel.kind = g_.reduced_dims ? Kernel::Kind::Row : Kernel::Kind::Pointwise;
+    for (int i : g_.ops) lower_op(i);
+    for (int i : g_.ops) {
+      if (!plan_.materialized[i]) continue;
+      const TraceOp& op = p_.ops[i];
+      int32_t operand;
+      if (op.in_place) {
+        operand = operand_for(op.target, op.meta.sizes);
+      } else {
+        operand = operand_for(InputRef{InputRef::Kind::Value, i}, op.meta.sizes, true);
+      }
+      out_.kernel.operands[operand].stored = true;
+      const int32_t v = cast(values_.at(i), out_.kernel.operands[operand].dtype);
+      out_.kernel.stores.push_back(KStore{v, operand});
+    }
+    simplify(out_.kernel);
+    collapse();
+    assign_levels();
+    return std::move(out_);
+  }
+
+ private:
+  // ---- nodes
+  int32_t node(KOp op, DType dtype, int32_t a = -1, int32_t b = -1, int32_t c = -1) {
+    KNode n;
+    n.op = op;
+    n.dtype = dtype;
+    n.in[0] = a;
+    n.in[1] = b;
+    n.in[2] = c;
+    return out_.kernel.add(n);
+  }
+  int32_t constant(double v, DType dtype) {
+    KNode n;
+    n.op = KOp::Const;
+    n.dtype = dtype;
+    n.value = v;
+    return out_.kernel.add(n);
+  }
+  int32_t cast(int32_t x, DType d) {
+    return out_.kernel.nodes[x].dtype == d ? x : node(KOp::Cast, d, x);
+  }
+  int32_t scalar(int op, int which) {
+    const int index = base_[op] + which;
+    const Scalar::Kind kind = p_.ops[op].scalar_kinds[which];
+    int slot = -1;
+    for (size_t s = 0; s < out_.scalar_slots.size(); ++s)
+      if (out_.scalar_slots[s] == index) slot = static_cast<int>(s);
+    if (slot < 0) {
+      slot = static_cast<int>(out_.scalar_slots.size());
+      out_.scalar_slots.push_back(index);
+      out_.kernel.scalar_is_float.push_back(kind == Scalar::Kind::Float);
+    }
+    KNode n;
+    n.op = KOp::Scalar;
+    n.slot = slot;
+    n.dtype = kind == Scalar::Kind::Float ? DType::Float64
+              : kind == Scalar::Kind::Int ? DType::Int64
+                                          : DType::Bool;
+    return out_.kernel.add(n);
+  }
+
+  // ---- operands
+  void source_layout(const InputRef& r, Dims* sizes, Dims* strides) const {
+    if (r.kind == InputRef::Kind::External) {
+      const tracer::TensorGuard* g = guard_of(p_, r.index);
+      *sizes = g->sizes;
+      *strides = g->strides;
+    } else {
+      *sizes = p_.ops[r.index].meta.sizes;
+      *strides = p_.ops[r.index].meta.strides;
+    }
+  }
+  DType source_dtype(const InputRef& r) const { return input_dtype(p_, r); }
+
+  // Strides of a tensor read (or written) at shape `at` (full, keepdim-row or row shape),
+  // over the group's full shape.
+  Dims map_strides(const InputRef& r, const Dims& at, bool fresh_output) const {
+    Dims sizes, strides;
+    if (fresh_output) {
+      sizes = at;
+      strides = contiguous_strides(at);
+    } else {
+      source_layout(r, &sizes, &strides);
+    }
+    const int ar = static_cast<int>(at.size()), tr = static_cast<int>(sizes.size());
+    Dims b(ar, 0);
+    for (int i = 0; i < ar; ++i) {
+      const int td = i - (ar - tr);
+      if (td < 0) continue;
+      if (sizes[td] == at[i])
+        b[i] = at[i] == 1 ? 0 : strides[td];
+      else if (sizes[td] != 1)
+        throw Unsupported("operand shape " + dims_str(sizes) + " does not broadcast to " +
+                          dims_str(at));
+    }
+    if (at == g_.shape || static_cast<int>(at.size()) == rank_) return b;
+    if (g_.reduced_dims > 0 && at == row_drop_) {
+      Dims full(rank_, 0);
+      for (int i = 0; i < ar; ++i) full[i] = b[i];
+      return full;
+    }
+    throw Unsupported("operand shape " + dims_str(at) + " does not fit the group shape " +
+                      dims_str(g_.shape));
+  }
+
+  int32_t operand_for(const InputRef& r, const Dims& at, bool fresh_output = false) {
+    const Dims strides = map_strides(r, at, fresh_output);
+    for (size_t i = 0; i < out_.operands.size(); ++i)
+      if (out_.operands[i].source == r && out_.operands[i].strides == strides)
+        return static_cast<int32_t>(i);
+    out_.operands.push_back(OperandBinding{r, strides});
+    KOperand o;
+    o.dtype = fresh_output ? p_.ops[r.index].meta.dtype : source_dtype(r);
+    out_.kernel.operands.push_back(o);
+    return static_cast<int32_t>(out_.operands.size()) - 1;
+  }
+
+  int32_t input(const InputRef& r, const Dims& at) {
+    if (r.kind == InputRef::Kind::Value) {
+      const int v = plan_.canonical[r.index];
+      auto it = values_.find(v);
+      if (it != values_.end()) return it->second;
+      const InputRef canon{InputRef::Kind::Value, v};
+      KNode n;
+      n.op = KOp::Load;
+      n.operand = operand_for(canon, at);
+      n.dtype = source_dtype(canon);
+      out_.kernel.operands[n.operand].loaded = true;
+      return out_.kernel.add(n);
+    }
+    KNode n;
+    n.op = KOp::Load;
+    n.operand = operand_for(r, at);
+    n.dtype = source_dtype(r);
+    out_.kernel.operands[n.operand].loaded = true;
+    return out_.kernel.add(n);
+  }
+
+  // ---- ops
+  void lower_op(int i) {
+    const TraceOp& op = p_.ops[i];
+    const DType out = op.meta.dtype;
+    const Dims& at = op.meta.sizes;
+    const OpFamily fam = op_info(op.op).family;
+    int32_t v = -1;
+    if (fam == OpFamily::Unary) {
+      const int32_t x = input(op.inputs[0], at);
+      if (op.op == OpId::Cast) {
+        v = cast(x, out);
+      } else if (op.op == OpId::Gelu) {
+        const int32_t xc = cast(x, out);
+        int32_t inner;
+        if (op.attrs.approximate_tanh) {
+          const int32_t x3 = node(KOp::Mul, out, node(KOp::Mul, out, xc, xc), xc);
+          inner =
+              node(KOp::Tanh, out,
+                   node(KOp::Mul, out, constant(0.7978845608028654, out),
+                        node(KOp::Add, out, xc, node(KOp::Mul, out, constant(0.044715, out), x3))));
+        } else {
+          inner = node(KOp::Erf, out, node(KOp::Mul, out, xc, constant(0.7071067811865476, out)));
+        }
+        v = node(KOp::Mul, out, node(KOp::Mul, out, constant(0.5, out), xc),
+                 node(KOp::Add, out, constant(1, out), inner));
+      } else {
+        v = node(unary_kop(op.op), out, cast(x, out));
+      }
+    } else if (fam == OpFamily::Clamp) {
+      v = cast(input(op.inputs[0], at), out);
+      int s = 0;
+      if (op.attrs.has_min) {
+        const int32_t lo = cast(scalar(i, s++), out);
+        v = node(KOp::Where, out, node(KOp::Lt, DType::Bool, v, lo), lo, v);
+      }
+      if (op.attrs.has_max) {
+        const int32_t hi = cast(scalar(i, s++), out);
+        v = node(KOp::Where, out, node(KOp::Gt, DType::Bool, v, hi), hi, v);
+      }
+    } else if (fam == OpFamily::Binary) {
+      int32_t a, b;
+      DType compute = out;
+      if (op.inputs.size() == 2) {
+        a = input(op.inputs[0], at);
+        b = input(op.inputs[1], at);
+        if (is_comparison(op.op))
+          compute = promote_types(out_.kernel.nodes[a].dtype, out_.kernel.nodes[b].dtype);
+      } else {
+        const int32_t t = input(op.inputs[0], at), s = scalar(i, 0);
+        a = op.attrs.scalar_first ? s : t;
+        b = op.attrs.scalar_first ? t : s;
+        if (is_comparison(op.op)) {
+          const DType td = out_.kernel.nodes[t].dtype;
+          const Scalar::Kind kind = op.scalar_kinds[0];
+          compute = is_floating(td)                                   ? td
+                    : kind == Scalar::Kind::Float                     ? DType::Float64
+                    : td == DType::Bool && kind == Scalar::Kind::Bool ? DType::Int32
+                                                                      : DType::Int64;
+        }
+      }
+      if (compute == DType::Bool) compute = DType::Int32;
+      v = node(binary_kop(op.op), out, cast(a, compute), cast(b, compute));
+    } else if (fam == OpFamily::Where) {
+      const int32_t c = cast(input(op.inputs[0], at), DType::Bool);
+      v = node(KOp::Where, out, c, cast(input(op.inputs[1], at), out),
+               cast(input(op.inputs[2], at), out));
+    } else if (op.op == OpId::Full) {
+      v = cast(scalar(i, 0), out);
+    } else {
+      v = lower_row_op(i, op, out);
+    }
+    values_[i] = v;
+  }
+
+  int32_t count(DType out) { return cast(node(KOp::ReduceCount, DType::Float64), out); }
+  int32_t mean(int32_t x, DType out) {
+    return node(KOp::Div, out, node(KOp::ReduceSum, out, x), count(out));
+  }
+
+  int32_t lower_row_op(int i, const TraceOp& op, DType out) {
+    const int32_t x = cast(input(op.inputs[0], g_.shape), out);
+    switch (op.op) {
+      case OpId::Sum:
+        return node(KOp::ReduceSum, out, x);
+      case OpId::Mean:
+        return mean(x, out);
+      case OpId::Max:
+        return node(KOp::ReduceMax, out, x);
+      case OpId::Min:
+        return node(KOp::ReduceMin, out, x);
+      case OpId::Var: {
+        const int32_t d = node(KOp::Sub, out, x, mean(x, out));
+        const int32_t ss = node(KOp::ReduceSum, out, node(KOp::Mul, out, d, d));
+        const int32_t dof =
+            node(KOp::Max, DType::Float64,
+                 node(KOp::Sub, DType::Float64, node(KOp::ReduceCount, DType::Float64),
+                      constant(static_cast<double>(op.attrs.correction), DType::Float64)),
+                 constant(0, DType::Float64));
+        return node(KOp::Div, out, ss, cast(dof, out));
+      }
+      case OpId::Softmax:
+      case OpId::LogSoftmax: {
+        const int32_t shifted = node(KOp::Sub, out, x, node(KOp::ReduceMax, out, x));
+        const int32_t e = node(KOp::Exp, out, shifted);
+        const int32_t s = node(KOp::ReduceSum, out, e);
+        return op.op == OpId::Softmax ? node(KOp::Div, out, e, s)
+                                      : node(KOp::Sub, out, shifted, node(KOp::Log, out, s));
+      }
+      case OpId::LayerNorm: {
+        const int32_t d = node(KOp::Sub, out, x, mean(x, out));
+        const int32_t var = mean(node(KOp::Mul, out, d, d), out);
+        const int32_t r = node(KOp::Rsqrt, out, node(KOp::Add, out, var, cast(scalar(i, 0), out)));
+        int32_t y = node(KOp::Mul, out, d, r);
+        if (op.inputs.size() > 1)
+          y = node(KOp::Mul, out, y, cast(input(op.inputs[1], g_.shape), out));
+        if (op.inputs.size() > 2)
+          y = node(KOp::Add, out, y, cast(input(op.inputs[2], g_.shape), out));
+        return y;
+      }
+      default:
+        throw Unsupported(std::string("no lowering for ") + op_name(op.op));
+    }
+  }
+
+  // ---- dims: drop size-1 dims, merge dims every operand walks contiguously.
+  void collapse() {
+    const int cols_from = rank_ - g_.reduced_dims;
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> outer, cols;
+    for (int d = 0; d < rank_; ++d) {
+      if (g_.shape[d] == 1) continue;
+      std::vector<int64_t> st;
+      for (const OperandBinding& o : out_.operands) st.push_back(o.strides[d]);
+      auto& part = (g_.reduced_dims > 0 && d >= cols_from) ? cols : outer;
+      if (!part.empty()) {
+        auto& last = part.back();
+        bool merge = true;
+        for (size_t k = 0; k < st.size() && merge; ++k)
+          merge = last.second[k] == st[k] * g_.shape[d];
+        if (merge) {
+          last.first *= g_.shape[d];
+          last.second = st;
+          continue;
+        }
+      }
+      part.push_back({g_.shape[d], st});
+    }
+    const size_t nops = out_.operands.size();
+    if (g_.reduced_dims > 0) {
+      if (cols.size() > 1)
+        throw Unsupported("the reduced dims are not contiguous in every operand");
+      if (cols.empty()) cols.push_back({1, std::vector<int64_t>(nops, 0)});
+    } else if (outer.empty()) {
+      outer.push_back({1, std::vector<int64_t>(nops, 0)});
+    }
+    std::vector<std::pair<int64_t, std::vector<int64_t>>> dims = outer;
+    dims.insert(dims.end(), cols.begin(), cols.end());
+    out_.shape.clear();
+    for (auto& d : dims) out_.shape.push_back(d.first);
+    for (size_t k = 0; k < nops; ++k) {
+      Dims s;
+      for (auto& d : dims) s.push_back(d.second[k]);
+      out_.operands[k].strides = s;
+      const int64_t inner = s.back();
+      KOperand& ko = out_.kernel.operands[k];
+      ko.inner = inner == 1   ? InnerStride::Contiguous
+                 : inner == 0 ? InnerStride::Broadcast
+                              : InnerStride::Strided;
+      ko.row_level = g_.reduced_dims > 0 && inner == 0;
+      if (ko.stored && ko.inner == InnerStride::Broadcast && g_.reduced_dims == 0 &&
+          out_.shape.back() > 1)
+        throw Unsupported("an output broadcast along the inner dim");
+    }
+    out_.kernel.rank = static_cast<int>(out_.shape.size());
+    out_.cols = out_.shape.back();
+    int64_t total = 1;
+    for (int64_t s : out_.shape) total *= s;
+    out_.work = g_.reduced_dims > 0 ? (out_.cols ? total / out_.cols : 0) : total;
+    if (g_.reduced_dims > 0 && out_.cols == 0) out_.work = total;  // empty rows
+  }
+
+  void assign_levels() {
+    Kernel& k = out_.kernel;
+    std::vector<int> ready(k.nodes.size(), 0);
+    for (size_t i = 0; i < k.nodes.size(); ++i) {
+      KNode& n = k.nodes[i];
+      if (n.op == KOp::Load) {
+        n.level = k.kind == Kernel::Kind::Pointwise || !k.operands[n.operand].row_level
+                      ? Level::Full
+                      : Level::Row;
+      } else if (n.op == KOp::Const || n.op == KOp::Scalar || n.op == KOp::ReduceCount) {
+        n.level = Level::Invariant;
+      } else if (is_reduction(n.op)) {
+        n.level = Level::Row;
+        n.stage = ready[n.in[0]] + 1;
+        ready[i] = n.stage;
+        continue;
+      } else {
+        n.level = Level::Invariant;
+        for (int32_t a : n.in) {
+          if (a < 0) continue;
+          n.level = std::max(n.level, k.nodes[a].level);
+          ready[i] = std::max(ready[i], ready[a]);
+        }
+      }
+      for (int32_t a : n.in)
+        if (a >= 0) ready[i] = std::max(ready[i], ready[a]);
+    }
+    if (k.kind == Kernel::Kind::Row) {
+      // A row-level store of a full-level value cannot happen; check it stays so.
+      for (const KStore& s : k.stores)
+        if (k.operands[s.operand].row_level && k.nodes[s.node].level == Level::Full)
+          throw Unsupported("a per-element value stored to a per-row output");
+    }
+  }
+
+  const TraceProgram& p_;
+  const FusionPlan& plan_;
+  const FusionGroup& g_;
+  std::vector<int> base_;
+  int rank_ = 0;
+  Dims row_keep_, row_drop_;
+  LoweredKernel out_;
+  std::map<int, int32_t> values_;
+};
+
+}  // namespace
+
+LoweredKernel lower_group(const TraceProgram& program, const FusionPlan& plan,
+                          const FusionGroup& group) {
+  return Lowerer(program, plan, group).run();
+}
+
+bool can_lower(const TraceProgram& program, int i) {
+  const TraceOp& op = program.ops[i];
+  if (!op.meta.device.is_cpu()) return false;
+  if (op.op == OpId::Pow && !is_floating(op.meta.dtype)) return false;
+  if (op.op == OpId::Full && op.meta.sizes.empty()) return true;
+  return true;
+}
+
+}  // namespace kiln::jit

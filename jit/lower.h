@@ -1,0 +1,42 @@
+// Lowering: one FusionGroup of a plan -> a KernelIR kernel plus how to bind it at run
+// time (which tensor each operand is, its strides over the collapsed iteration space,
+// which run-time scalar each kernel scalar slot reads). Composite ops (gelu, sigmoid,
+// mean, var, softmax, layer_norm) become primitive nodes here. Shapes and strides are
+// fixed by the trace's guards, so dims are collapsed now; the kernel code itself only
+// depends on the collapsed rank, dtypes and inner-stride classes, so a batch-size change
+// reuses it from the kernel cache.
+#pragma once
+
+#include <stdexcept>
+
+#include "jit/fusion.h"
+#include "jit/kernel_ir.h"
+
+namespace kiln::jit {
+
+struct OperandBinding {
+  tracer::InputRef source;  // an external input, or the value of op `index`
+  Dims strides;             // element strides over the kernel's collapsed shape
+};
+
+struct LoweredKernel {
+  Kernel kernel;
+  std::vector<OperandBinding> operands;
+  std::vector<int> scalar_slots;  // per kernel scalar: index into the run-time scalars
+  Dims shape;                     // the collapsed iteration shape (kernel.rank dims)
+  int64_t work = 0;               // elements (pointwise) or rows (row kernel)
+  int64_t cols = 1;               // elements per row
+};
+
+// Thrown for what a group cannot be lowered to (the group's ops then run eagerly).
+struct Unsupported : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+LoweredKernel lower_group(const tracer::TraceProgram& program, const FusionPlan& plan,
+                          const FusionGroup& group);
+
+// Whether an op has a lowering for its dtypes (FusionOptions::can_fuse for the CPU JIT).
+bool can_lower(const tracer::TraceProgram& program, int op);
+
+}  // namespace kiln::jit
