@@ -49,6 +49,7 @@ LABELS = {"kiln_eager": "kiln eager", "kiln_traced": "kiln traced", "numpy": "nu
           "kiln_auto": "kiln auto-trace", "kiln_nojit": "kiln traced KILN_JIT=0"}
 WORKER_ENV = {"kiln_nojit": {"KILN_JIT": "0"}}  # extra environment of a system's worker
 F32 = 4
+BUSY = 0.25  # a cell is starred when other processes used more of the CPUs than this
 
 
 # ---- the workloads, in two spellings: PyTorch's (torch and kiln, module T) and
@@ -387,23 +388,41 @@ def time_loop(call, sync, target_s, repeats):
     return statistics.median(per_call), calls, min(per_call)
 
 
+def measure(call, sync, args):
+    """time_loop on a quiet machine if it can be had: waits up to --wait-idle, and
+    measures again (--retries) when other processes took over BUSY of the CPUs, keeping
+    the quietest attempt. Returns a dict: us, min_us, calls, background, attempts."""
+    best = None
+    for attempt in range(1 + args.retries):
+        wait_for_quiet(args.wait_idle)
+        before = cpu_snapshot()
+        t, calls, fastest = time_loop(call, sync, args.target_ms / 1e3, args.repeats)
+        bg = background(before, cpu_snapshot())
+        if best is None or (bg or 0) < (best["background"] or 0):
+            best = dict(us=round(t * 1e6, 3), min_us=round(fastest * 1e6, 3), calls=calls,
+                        background=bg)
+        best["attempts"] = attempt + 1
+        if (bg or 0) <= BUSY:
+            break
+    return best
+
+
 def measure_limits(sys_, args):
     """Copy bandwidth (2^24 floats into a preallocated array; bytes read + written per
     second) and float32 matmul rate (1024^3), where this system has them."""
     rng = np.random.default_rng(1)
+    vector = rng.standard_normal(1 << 24).astype(np.float32)
+    matrix = rng.standard_normal((1024, 1024)).astype(np.float32)
     out = {}
-    for key, make, arg, work in (
-            ("copy_GBps", sys_.copy, rng.standard_normal(1 << 24).astype(np.float32), 2 * F32 << 24),
-            ("matmul_GFLOPs", sys_.matmul, rng.standard_normal((1024, 1024)).astype(np.float32),
-             2 * 1024 ** 3)):
+    for key, make, arg, work in (("copy_GBps", sys_.copy, vector, 2 * vector.nbytes),
+                                 ("matmul_GFLOPs", sys_.matmul, matrix, 2 * 1024 ** 3)):
         if make is None:
             continue
         try:
             call = make(arg)
             for _ in range(3):
                 sys_.sync(call())
-            t, _, _ = time_loop(call, sys_.sync, args.target_ms / 1e3, args.repeats)
-            out[key] = round(work / t / 1e9, 2)
+            out[key] = round(work / measure(call, sys_.sync, args)["us"] / 1e3, 2)
         except Exception as e:
             print(f"  [{key} not measured: {type(e).__name__}: {e}]", file=sys.stderr)
     return out
@@ -432,11 +451,7 @@ def run_case(index, case, sys_, args):
         if not res["rel_err"] <= args.tol:
             res["error"] = f"wrong result: rel L2 error {res['rel_err']:.2e}"
             return res
-        wait_for_quiet(args.wait_idle)
-        before = cpu_snapshot()
-        t, calls, fastest = time_loop(call, sys_.sync, args.target_ms / 1e3, args.repeats)
-        res["background"] = background(before, cpu_snapshot())
-        res["us"], res["min_us"], res["calls"] = round(t * 1e6, 3), round(fastest * 1e6, 3), calls
+        res.update(measure(call, sys_.sync, args))
         if sys_.explain is not None:
             res.update(sys_.explain())
     except Exception as e:
@@ -457,8 +472,9 @@ def worker(args):
                 continue
             t0 = time.perf_counter()
             result["rows"].append(run_case(index, case, sys_, args))
-            print(f"  [{LABELS[args.worker]}: {case[0]} {case[1]}, {time.perf_counter() - t0:.1f} s]",
-                  file=sys.stderr, flush=True)
+            took = time.perf_counter() - t0
+            print(f"  [{LABELS[args.worker]}: {case[0]} {case[1]}, {took:.1f} s]", file=sys.stderr,
+                  flush=True)
     with open(args.worker_out, "w") as f:
         json.dump(result, f)
 
@@ -467,9 +483,6 @@ def worker(args):
 
 def fmt_us(us):
     return f"{us:.3g}" if us < 100 else f"{us:,.0f}"
-
-
-BUSY = 0.25  # a cell is starred when other processes used more of the CPUs than this
 
 
 def busy(res):
@@ -545,11 +558,15 @@ def main():
     p.add_argument("--tol", type=float, default=1e-4, help="max relative L2 error")
     p.add_argument("--wait-idle", type=float, default=0.0, metavar="S", help="before each timed "
                    "cell, wait up to S seconds for other processes to leave the CPUs")
+    p.add_argument("--retries", type=int, default=None, help="times a cell is measured again "
+                   f"when other processes took over {BUSY:.0%} of the CPUs (default 2; quick 0)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = p.parse_args()
     args.repeats = args.repeats or (3 if args.quick else 7)
     args.target_ms = args.target_ms or (30.0 if args.quick else 200.0)
+    if args.retries is None:
+        args.retries = 0 if args.quick else 2
     if args.worker:
         return worker(args)
     names = [s for s in args.systems.split(",") if s]
@@ -563,7 +580,7 @@ def main():
     start, load0 = time.perf_counter(), os.getloadavg()
     passthrough = [f"--repeats={args.repeats}", f"--target-ms={args.target_ms}",
                    f"--warmup={args.warmup}", f"--tol={args.tol}", f"--only={args.only}",
-                   f"--wait-idle={args.wait_idle}"]
+                   f"--wait-idle={args.wait_idle}", f"--retries={args.retries}"]
     passthrough += ["--quick"] if args.quick else []
     results, notes = {}, []
     for name in names:
@@ -603,8 +620,8 @@ def main():
                loadavg_start=load0, loadavg_end=os.getloadavg())
     elapsed = time.perf_counter() - start
 
-    print(f"\n# kiln CPU workloads ({'quick' if args.quick else 'full'} run, {os.cpu_count()} cpus, "
-          f"python {env['python']}, each system in its own process)\n")
+    print(f"\n# kiln CPU workloads ({'quick' if args.quick else 'full'} run, "
+          f"{os.cpu_count()} cpus, python {env['python']}, each system in its own process)\n")
     for n in names:
         print(f"- {LABELS[n]}: {env['versions'][n]}")
     for n in notes:
@@ -617,7 +634,7 @@ def main():
     print(f"\nus per call, median of {args.repeats}; (Nx) = that system's time / {base} "
           f"(>1: {base} is faster). floor = max(bytes in+out / best copy bandwidth, "
           "flops / best matmul rate), so sizes that fit in cache can beat it (>100%); "
-          f"% floor = floor / {base}. kernels: per call, from kiln.explain(). "
+          f"% floor = floor / {base}. kernels: per call, from kiln.explain() (BLAS calls count). "
           "attention runs at a CPU size (not 16x8x1024x64). "
           f"*: other processes used over {BUSY:.0%} of the CPUs during that cell's timed loops.")
     for n in cell_notes:
