@@ -12,14 +12,6 @@ using tracer::TraceProgram;
 
 namespace {
 
-const tracer::TensorGuard& external_guard(const TraceProgram& p, int slot) {
-  int seen = 0;
-  for (const TraceOp& op : p.ops)
-    for (const tracer::TensorGuard& g : op.new_guards)
-      if (seen++ == slot) return g;
-  throw Error(detail::cat("[jit] external input ", slot, " has no guard"));
-}
-
 bool is_pointwise(OpFamily f, OpId op) {
   return f == OpFamily::Unary || f == OpFamily::Clamp || f == OpFamily::Binary ||
          f == OpFamily::Where || op == OpId::Full;
@@ -73,6 +65,14 @@ int64_t product(const Dims& d, size_t from, size_t to) {
 }
 
 }  // namespace
+
+const tracer::TensorGuard& external_guard(const TraceProgram& p, int slot) {
+  int seen = 0;
+  for (const TraceOp& op : p.ops)
+    for (const tracer::TensorGuard& g : op.new_guards)
+      if (seen++ == slot) return g;
+  throw Error(detail::cat("[jit] external input ", slot, " has no guard"));
+}
 
 const Dims& input_sizes(const TraceProgram& p, const InputRef& ref) {
   return ref.kind == InputRef::Kind::External ? external_guard(p, ref.index).sizes

@@ -53,6 +53,8 @@ struct FusionPlan {
   std::string str(const tracer::TraceProgram& program) const;
 };
 
+// The guard of external input `slot` (guards sit on the op that first reads an input).
+const tracer::TensorGuard& external_guard(const tracer::TraceProgram& program, int slot);
 // The input dims of op `i` (its external guard or the producing op's output).
 const Dims& input_sizes(const tracer::TraceProgram& program, const tracer::InputRef& ref);
 DType input_dtype(const tracer::TraceProgram& program, const tracer::InputRef& ref);

@@ -13,14 +13,6 @@ using tracer::TraceProgram;
 
 namespace {
 
-const tracer::TensorGuard* guard_of(const TraceProgram& p, int slot) {
-  int seen = 0;
-  for (const TraceOp& op : p.ops)
-    for (const tracer::TensorGuard& g : op.new_guards)
-      if (seen++ == slot) return &g;
-  return nullptr;
-}
-
 KOp unary_kop(OpId op) {
   switch (op) {
     case OpId::Neg:
@@ -171,9 +163,9 @@ class Lowerer {
   // ---- operands
   void source_layout(const InputRef& r, Dims* sizes, Dims* strides) const {
     if (r.kind == InputRef::Kind::External) {
-      const tracer::TensorGuard* g = guard_of(p_, r.index);
-      *sizes = g->sizes;
-      *strides = g->strides;
+      const tracer::TensorGuard& g = external_guard(p_, r.index);
+      *sizes = g.sizes;
+      *strides = g.strides;
     } else {
       *sizes = p_.ops[r.index].meta.sizes;
       *strides = p_.ops[r.index].meta.strides;

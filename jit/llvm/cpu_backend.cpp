@@ -188,7 +188,7 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
     const auto t0 = std::chrono::steady_clock::now();
     DebugDump dump;
     std::set<int> banned;
-    std::string log;
+    std::vector<std::string> fallbacks;
     for (int attempt = 0;; ++attempt) {
       FusionOptions options;
       options.can_fuse = [&](const TraceProgram& p, int i) {
@@ -216,7 +216,8 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
         } catch (const std::exception& e) {
           // This group runs eagerly: ban its ops and plan again.
           for (int i : step.group.ops) banned.insert(i);
-          log += "step " + std::to_string(s) + " fell back to eager kernels: " + e.what() + "\n";
+          fallbacks.push_back("step " + std::to_string(s) +
+                              " fell back to eager kernels: " + e.what());
           tracer::log_line(tracer::kLogTrace,
                            std::string("fused kernel fell back to eager kernels: ") + e.what());
           retry = true;
@@ -230,7 +231,7 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
         kernels[s] = std::move(k);
       }
       if (retry) continue;
-      for (const std::string& l : split_lines(log)) plan.notes.push_back(l);
+      plan.notes.insert(plan.notes.end(), fallbacks.begin(), fallbacks.end());
       MemoryPlan memory = plan_memory(program, plan);
       if (dump.active()) {
         dump.write("trace.txt", program_text(program));
@@ -244,19 +245,6 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
       return std::make_unique<FusedCpuTrace>(program, std::move(plan), std::move(memory),
                                              std::move(kernels));
     }
-  }
-
- private:
-  static std::vector<std::string> split_lines(const std::string& s) {
-    std::vector<std::string> out;
-    size_t at = 0;
-    while (at < s.size()) {
-      const size_t nl = s.find('\n', at);
-      out.push_back(s.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
-      if (nl == std::string::npos) break;
-      at = nl + 1;
-    }
-    return out;
   }
 };
 
