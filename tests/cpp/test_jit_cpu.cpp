@@ -380,10 +380,12 @@ TEST(KernelIr, SimplifyFoldsConstantsAndExactIdentities) {
 
 namespace {
 
-std::string self_exe() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
+[[maybe_unused]] std::string self_exe() {
+  return std::filesystem::read_symlink("/proc/self/exe").string();
+}
 
 // Runs the child test in a new process with the given cache dir; returns its exit code.
-int run_child(const std::string& cache_dir, const std::string& out_file) {
+[[maybe_unused]] int run_child(const std::string& cache_dir, const std::string& out_file) {
   const std::string cmd = "KILN_CACHE_DIR='" + cache_dir + "' KILN_JIT_CHILD_OUT='" + out_file +
                           "' '" + self_exe() +
                           "' --gtest_filter=JitCacheChild.CompileAndReport > /dev/null 2>&1";
