@@ -311,45 +311,67 @@ class Lowerer {
     values_[i] = v;
   }
 
-  int32_t count(DType out) { return cast(node(KOp::ReduceCount, DType::Float64), out); }
-  int32_t mean(int32_t x, DType out) {
-    return node(KOp::Div, out, node(KOp::ReduceSum, out, x), count(out));
+  // Floating sums accumulate in double, like the eager kernels (ops/cpu/
+  // reduce_accumulators.h), so fused and eager results agree to the last few ulps even
+  // where a cancellation follows (x - mean(x) of a constant row); integer sums in `out`.
+  DType acc_type(DType out) const { return is_floating(out) ? DType::Float64 : out; }
+  int32_t sum_acc(int32_t x, DType out) {
+    const DType acc = acc_type(out);
+    return node(KOp::ReduceSum, acc, cast(x, acc));
+  }
+  int32_t mean_acc(int32_t x, DType out) {
+    const DType acc = acc_type(out);
+    return node(KOp::Div, acc, sum_acc(x, out), cast(node(KOp::ReduceCount, DType::Float64), acc));
+  }
+  // Sum of squared deviations from the mean, accumulated like mean_acc.
+  int32_t squared_deviations(int32_t x, int32_t mean, DType out) {
+    const DType acc = acc_type(out);
+    const int32_t d = node(KOp::Sub, acc, cast(x, acc), mean);
+    return sum_acc(node(KOp::Mul, acc, d, d), out);
   }
 
   int32_t lower_row_op(int i, const TraceOp& op, DType out) {
     const int32_t x = cast(input(op.inputs[0], g_.shape), out);
     switch (op.op) {
       case OpId::Sum:
-        return node(KOp::ReduceSum, out, x);
+        return cast(sum_acc(x, out), out);
       case OpId::Mean:
-        return mean(x, out);
+        return cast(mean_acc(x, out), out);
       case OpId::Max:
         return node(KOp::ReduceMax, out, x);
       case OpId::Min:
         return node(KOp::ReduceMin, out, x);
       case OpId::Var: {
-        const int32_t d = node(KOp::Sub, out, x, mean(x, out));
-        const int32_t ss = node(KOp::ReduceSum, out, node(KOp::Mul, out, d, d));
+        const DType acc = acc_type(out);
+        const int32_t ss = squared_deviations(x, mean_acc(x, out), out);
         const int32_t dof =
             node(KOp::Max, DType::Float64,
                  node(KOp::Sub, DType::Float64, node(KOp::ReduceCount, DType::Float64),
                       constant(static_cast<double>(op.attrs.correction), DType::Float64)),
                  constant(0, DType::Float64));
-        return node(KOp::Div, out, ss, cast(dof, out));
+        return cast(node(KOp::Div, acc, ss, cast(dof, acc)), out);
       }
       case OpId::Softmax:
       case OpId::LogSoftmax: {
-        const int32_t shifted = node(KOp::Sub, out, x, node(KOp::ReduceMax, out, x));
+        const int32_t max = node(KOp::ReduceMax, out, x);
+        const int32_t shifted = node(KOp::Sub, out, x, max);
         const int32_t e = node(KOp::Exp, out, shifted);
-        const int32_t s = node(KOp::ReduceSum, out, e);
-        return op.op == OpId::Softmax ? node(KOp::Div, out, e, s)
-                                      : node(KOp::Sub, out, shifted, node(KOp::Log, out, s));
+        const int32_t s = sum_acc(e, out);
+        const DType acc = acc_type(out);
+        if (op.op == OpId::Softmax)
+          return node(KOp::Mul, out, e, cast(node(KOp::Div, acc, constant(1, acc), s), out));
+        return node(KOp::Sub, out, x, node(KOp::Add, out, max, cast(node(KOp::Log, acc, s), out)));
       }
       case OpId::LayerNorm: {
-        const int32_t d = node(KOp::Sub, out, x, mean(x, out));
-        const int32_t var = mean(node(KOp::Mul, out, d, d), out);
-        const int32_t r = node(KOp::Rsqrt, out, node(KOp::Add, out, var, cast(scalar(i, 0), out)));
-        int32_t y = node(KOp::Mul, out, d, r);
+        // As ops/cpu/layer_norm.cpp: mean and variance in double, then
+        // (x - mean) * (1 / sqrt(var + eps)) in the compute type.
+        const DType acc = acc_type(out);
+        const int32_t mean = mean_acc(x, out);
+        const int32_t var = node(KOp::Div, acc, squared_deviations(x, mean, out),
+                                 cast(node(KOp::ReduceCount, DType::Float64), acc));
+        const int32_t r =
+            cast(node(KOp::Rsqrt, acc, node(KOp::Add, acc, var, cast(scalar(i, 0), acc))), out);
+        int32_t y = node(KOp::Mul, out, node(KOp::Sub, out, x, cast(mean, out)), r);
         if (op.inputs.size() > 1)
           y = node(KOp::Mul, out, y, cast(input(op.inputs[1], g_.shape), out));
         if (op.inputs.size() > 2)
