@@ -25,4 +25,17 @@ void DebugDump::write(const std::string& file, const std::string& text) const {
   out << text;
 }
 
+std::string program_text(const tracer::TraceProgram& p) {
+  std::string out;
+  int slot = 0;
+  for (size_t i = 0; i < p.ops.size(); ++i) {
+    const tracer::TraceOp& op = p.ops[i];
+    for (const tracer::TensorGuard& g : op.new_guards)
+      out += "in" + std::to_string(slot++) + ": " + g.str() + "\n";
+    out += "v" + std::to_string(i) + " = " + op.str() + " -> " + dtype_name(op.meta.dtype) +
+           dims_str(op.meta.sizes) + (i < p.live.size() && p.live[i] ? "  [live]" : "") + "\n";
+  }
+  return out;
+}
+
 }  // namespace kiln::jit

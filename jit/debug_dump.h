@@ -8,7 +8,13 @@
 
 #include <string>
 
+#include "tracer/backend.h"
+
 namespace kiln::jit {
+
+// The program as text: one line per op (its inputs, result type, [live]) with the
+// guards of each external input where it first appears.
+std::string program_text(const tracer::TraceProgram& program);
 
 class DebugDump {
  public:

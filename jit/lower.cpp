@@ -491,9 +491,9 @@ LoweredKernel lower_group(const TraceProgram& program, const FusionPlan& plan,
   return Lowerer(program, plan, group).run();
 }
 
-bool can_lower(const TraceProgram& program, int i) {
+bool can_lower(const TraceProgram& program, int i, DeviceType target) {
   const TraceOp& op = program.ops[i];
-  if (!op.meta.device.is_cpu()) return false;
+  if (op.meta.device.type != target) return false;
   if (op.op == OpId::Pow && !is_floating(op.meta.dtype)) return false;
   if (op.op == OpId::Full && op.meta.sizes.empty()) return true;
   return true;

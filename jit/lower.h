@@ -36,7 +36,8 @@ struct Unsupported : std::runtime_error {
 LoweredKernel lower_group(const tracer::TraceProgram& program, const FusionPlan& plan,
                           const FusionGroup& group);
 
-// Whether an op has a lowering for its dtypes (FusionOptions::can_fuse for the CPU JIT).
-bool can_lower(const tracer::TraceProgram& program, int op);
+// Whether an op on the target device type has a lowering for its dtypes
+// (FusionOptions::can_fuse for the CPU and CUDA JITs).
+bool can_lower(const tracer::TraceProgram& program, int op, DeviceType target);
 
 }  // namespace kiln::jit

@@ -24,6 +24,25 @@ void empty_cache();
 size_t cached_bytes(int device);
 size_t allocated_bytes(int device);
 
+// A private pool for CUDA Graph capture: while one is open on a device, the blocks
+// allocated there belong to it, and releasing them is deferred until the pool is
+// destroyed, because a captured graph keeps using every address it saw (an op's
+// temporary freed during capture must not be handed to anyone else while the graph can
+// replay). Blocks still in use when the pool dies go back to the cache on their release.
+class CapturePool {
+ public:
+  explicit CapturePool(int device);
+  ~CapturePool();
+  CapturePool(const CapturePool&) = delete;
+  CapturePool& operator=(const CapturePool&) = delete;
+  void open();   // allocations on the device from now on belong to this pool
+  void close();  // ... until here
+  struct State;
+
+ private:
+  State* state_;
+};
+
 // The stream every kiln op on this device runs on (a cudaStream_t).
 void* stream(int device);
 void synchronize(int device);

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "jit/debug_dump.h"
+#include "jit/fused_trace.h"
 #include "jit/fusion.h"
 #include "jit/llvm/llvm_jit.h"
 #include "jit/lower.h"
@@ -32,153 +33,57 @@ struct CompiledKernel {
   int64_t grain = 1;
 };
 
-class FusedCpuTrace final : public tracer::Executable {
+class FusedCpuTrace final : public FusedTrace {
  public:
   FusedCpuTrace(TraceProgram program, FusionPlan plan, MemoryPlan memory,
                 std::vector<std::unique_ptr<CompiledKernel>> kernels)
-      : program_(std::move(program)),
-        plan_(std::move(plan)),
-        memory_(std::move(memory)),
-        kernels_(std::move(kernels)) {
-    const int n = static_cast<int>(program_.ops.size());
-    user_safe_.assign(n, 0);
-    for (int i = 0; i < n; ++i) {
-      if (plan_.canonical[i] != i || !plan_.materialized[i]) continue;
-      const TraceOp& op = program_.ops[i];
-      const InputRef* base = op.in_place                               ? &op.target
-                             : op_info(op.op).family == OpFamily::View ? &op.inputs[0]
-                                                                       : nullptr;
-      if (!base)
-        user_safe_[i] = plan_.escapes[i];
-      else
-        user_safe_[i] =
-            base->kind == InputRef::Kind::External || user_safe_[plan_.canonical[base->index]];
-    }
-    scalar_base_ = scalar_bases(program_);
-  }
+      : FusedTrace(std::move(program), std::move(plan), std::move(memory)),
+        kernels_(std::move(kernels)) {}
 
   void run(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
            std::vector<Tensor>& values, const std::vector<bool>& wanted) const override {
-    const size_t n = program_.ops.size();
-    for (size_t i = 0; i < n && i < wanted.size(); ++i) {
-      if (wanted[i] && !user_safe_[i]) {  // held now, but planned as an intermediate
-        if (!warned_) {
-          warned_ = true;
-          tracer::log_line(tracer::kLogPerf,
-                           "a value of a compiled trace (op " + std::to_string(i) + ", " +
-                               op_name(program_.ops[i].op) +
-                               ") is held now but was not when the trace compiled: this replay "
-                               "runs interpreted");
-        }
-        tracer::interpret(program_, n, externals, scalars, values);
-        return;
-      }
+    if (must_interpret(wanted)) {
+      tracer::interpret(program_, program_.ops.size(), externals, scalars, values);
+      return;
     }
-    std::vector<Tensor> v(n);
-    auto resolve = [&](const InputRef& r) -> const Tensor& {
-      return r.kind == InputRef::Kind::External ? externals[r.index] : v[plan_.canonical[r.index]];
-    };
-    if (memory_.arena_bytes > 0 && !arena_)
-      arena_ = Storage::allocate(static_cast<size_t>(memory_.arena_bytes), kCPU);
-    auto fresh_or_arena = [&](int i) {
-      const OutputMeta& m = program_.ops[i].meta;
-      if (memory_.offset[i] >= 0)
-        return Tensor::make_view(arena_, m.sizes, contiguous_strides(m.sizes),
-                                 memory_.offset[i] / itemsize(m.dtype), m.dtype);
-      return Tensor::make(m.sizes, m.dtype, m.device);
-    };
+    std::vector<Tensor> v(program_.ops.size());
     for (size_t s = 0; s < plan_.steps.size(); ++s) {
       const Step& step = plan_.steps[s];
       if (step.kind != Step::Kind::Kernel) {
-        const int i = step.op;
-        const TraceOp& op = program_.ops[i];
-        OpCall call{op.op, {}, {}, op.attrs};
-        for (const InputRef& r : op.inputs) call.inputs.push_back(resolve(r));
-        for (size_t k = 0; k < op.scalar_kinds.size(); ++k)
-          call.scalars.push_back(scalars[scalar_base_[i] + k]);
-        if (step.kind == Step::Kind::View) {
-          v[i] = execute(call, infer_output(call));
-        } else if (op.in_place) {
-          v[i] = resolve(op.target);
-          execute_into(call, op.meta, v[i]);
-        } else {
-          v[i] = fresh_or_arena(i);
-          execute_into(call, op.meta, v[i]);
-        }
+        run_eager_step(
+            step, externals, scalars, v,
+            step.kind == Step::Kind::Library ? output_for(step.op, externals, v) : Tensor());
         continue;
       }
       const CompiledKernel& k = *kernels_[s];
-      for (int i : step.group.ops) {
-        if (!plan_.materialized[i]) continue;
-        v[i] = program_.ops[i].in_place ? resolve(program_.ops[i].target) : fresh_or_arena(i);
-      }
+      for (int i : step.group.ops)
+        if (plan_.materialized[i]) v[i] = output_for(i, externals, v);
       if (k.lowered.work == 0) continue;
-      void* ptrs[64];
-      std::vector<void*> many;
-      void** p = ptrs;
-      if (k.lowered.operands.size() > 64) {
-        many.resize(k.lowered.operands.size());
-        p = many.data();
-      }
-      for (size_t o = 0; o < k.lowered.operands.size(); ++o)
-        p[o] = resolve(k.lowered.operands[o].source).data_ptr();
-      int64_t payload[32];
-      std::vector<int64_t> more;
-      int64_t* sc = payload;
-      if (k.lowered.scalar_slots.size() > 32) {
-        more.resize(k.lowered.scalar_slots.size());
-        sc = more.data();
-      }
-      for (size_t q = 0; q < k.lowered.scalar_slots.size(); ++q) {
-        const Scalar& x = scalars[k.lowered.scalar_slots[q]];
-        if (k.lowered.kernel.scalar_is_float[q]) {
-          const double d = x.to_double();
-          std::memcpy(&sc[q], &d, 8);
-        } else {
-          sc[q] = x.to_int();
-        }
-      }
+      // Small traces (nearly all) keep their arguments on the stack.
+      const size_t nops = k.lowered.operands.size(), nsc = k.lowered.scalar_slots.size();
+      void* ptr_buf[64];
+      int64_t sc_buf[32];
+      std::vector<void*> ptr_heap(nops > 64 ? nops : 0);
+      std::vector<int64_t> sc_heap(nsc > 32 ? nsc : 0);
+      void** p = nops > 64 ? ptr_heap.data() : ptr_buf;
+      int64_t* scp = nsc > 32 ? sc_heap.data() : sc_buf;
+      for (size_t o = 0; o < nops; ++o)
+        p[o] = resolve(k.lowered.operands[o].source, externals, v).data_ptr();
+      scalar_payloads(k.lowered.scalar_slots, k.lowered.kernel.scalar_is_float, scalars, scp);
       const int64_t* shape = k.lowered.shape.data();
       const int64_t* strides = k.strides.data();
       KernelFn fn = k.fn;
       parallel_for(0, k.lowered.work, k.grain,
-                   [&](int64_t b, int64_t e) { fn(p, shape, strides, sc, b, e); });
+                   [&](int64_t b, int64_t e) { fn(p, shape, strides, scp, b, e); });
     }
-    values.assign(n, Tensor());
-    for (size_t i = 0; i < n; ++i) {
-      const bool want =
-          (i < wanted.size() && wanted[i]) || (i < program_.live.size() && program_.live[i]);
-      if (want && plan_.canonical[i] == static_cast<int>(i)) values[i] = v[i];
-    }
+    hand_out(values, v, wanted);
   }
 
-  int kernel_count() const override { return plan_.kernel_count(); }
   const char* backend_name() const override { return "llvm"; }
-  std::vector<std::string> notes() const override { return plan_.notes; }
 
  private:
-  TraceProgram program_;
-  FusionPlan plan_;
-  MemoryPlan memory_;
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;  // per step (null: not a kernel)
-  std::vector<uint8_t> user_safe_;
-  std::vector<int> scalar_base_;
-  mutable std::shared_ptr<Storage> arena_;
-  mutable bool warned_ = false;
 };
-
-std::string program_text(const TraceProgram& p) {
-  std::string out;
-  int slot = 0;
-  for (size_t i = 0; i < p.ops.size(); ++i) {
-    const TraceOp& op = p.ops[i];
-    for (const tracer::TensorGuard& g : op.new_guards)
-      out += "in" + std::to_string(slot++) + ": " + g.str() + "\n";
-    out += "v" + std::to_string(i) + " = " + op.str() + " -> " + dtype_name(op.meta.dtype) +
-           dims_str(op.meta.sizes) + (i < p.live.size() && p.live[i] ? "  [live]" : "") + "\n";
-  }
-  return out;
-}
 
 class LlvmCpuBackend final : public tracer::TraceBackend {
  public:
@@ -192,7 +97,7 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
     for (int attempt = 0;; ++attempt) {
       FusionOptions options;
       options.can_fuse = [&](const TraceProgram& p, int i) {
-        return !banned.count(i) && can_lower(p, i);
+        return !banned.count(i) && can_lower(p, i, DeviceType::CPU);
       };
       FusionPlan plan = plan_fusion(program, options);
       std::vector<std::unique_ptr<CompiledKernel>> kernels(plan.steps.size());

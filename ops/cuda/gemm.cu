@@ -44,6 +44,15 @@ Handle& handle_for(int device) {
     cublasHandle_t handle = nullptr;
     check_cublas(cublasCreate(&handle), "cublas", "cublasCreate");
     check_cublas(cublasSetStream(handle, stream_of(device)), "cublas", "cublasSetStream");
+    // A workspace of our own, kept for the process: cuBLAS then never allocates inside a
+    // call, which a CUDA Graph capture of a compiled trace (jit/cuda) needs.
+    constexpr size_t kWorkspace = size_t{32} << 20;
+    void* workspace = nullptr;
+    if (cudaMalloc(&workspace, kWorkspace) == cudaSuccess)
+      check_cublas(cublasSetWorkspace(handle, workspace, kWorkspace), "cublas",
+                   "cublasSetWorkspace");
+    else
+      cudaGetLastError();
     // Default math: no TF32 for float32 (CUBLAS_COMPUTE_32F below is exact float32 math).
     check_cublas(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH), "cublas", "cublasSetMathMode");
     h->handle = handle;

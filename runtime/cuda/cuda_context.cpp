@@ -27,6 +27,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "runtime/error.h"
@@ -72,15 +73,27 @@ class DeviceScope {
   int previous_ = -1;
 };
 
+}  // namespace
+
+struct CapturePool::State {
+  int device = 0;
+  std::unordered_set<void*> owned;  // allocated while the pool was open
+  std::vector<void*> deferred;      // released by their tensors, held for the graph
+};
+
+namespace {
+
 struct DeviceState {
   std::once_flag stream_once;
   cudaStream_t stream = nullptr;
 
-  std::mutex mutex;                               // guards everything below
-  std::multimap<size_t, void*> free_blocks;       // block size -> block
-  std::unordered_map<void*, size_t> live_blocks;  // block -> block size
-  size_t cached = 0;                              // bytes in free_blocks
-  size_t allocated = 0;                           // bytes in live_blocks
+  std::mutex mutex;                                        // guards everything below
+  std::multimap<size_t, void*> free_blocks;                // block size -> block
+  std::unordered_map<void*, size_t> live_blocks;           // block -> block size
+  size_t cached = 0;                                       // bytes in free_blocks
+  size_t allocated = 0;                                    // bytes in live_blocks
+  CapturePool::State* capturing = nullptr;                 // the open capture pool, if any
+  std::unordered_map<void*, CapturePool::State*> pool_of;  // block -> its capture pool
 };
 
 struct Devices {
@@ -142,7 +155,42 @@ void* take_cached_locked(DeviceState& s, size_t block) {
   return p;
 }
 
+void adopt_locked(DeviceState& s, void* p) {
+  s.capturing->owned.insert(p);
+  s.pool_of[p] = s.capturing;
+}
+
 }  // namespace
+
+static void release_locked(DeviceState& s, void* ptr);
+
+CapturePool::CapturePool(int device) : state_(new State()) {
+  state(device);
+  state_->device = device;
+}
+
+CapturePool::~CapturePool() {
+  DeviceState& s = *devices().states[static_cast<size_t>(state_->device)];
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.capturing == state_) s.capturing = nullptr;
+    for (void* p : state_->owned) s.pool_of.erase(p);
+    for (void* p : state_->deferred) release_locked(s, p);
+  }
+  delete state_;
+}
+
+void CapturePool::open() {
+  DeviceState& s = *devices().states[static_cast<size_t>(state_->device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.capturing = state_;
+}
+
+void CapturePool::close() {
+  DeviceState& s = *devices().states[static_cast<size_t>(state_->device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.capturing == state_) s.capturing = nullptr;
+}
 
 bool built_with_cuda() { return true; }
 
@@ -162,7 +210,10 @@ void* allocate(size_t nbytes, int device) {
   if (nbytes == 0) return nullptr;
   size_t block = round_block(nbytes);
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (void* p = take_cached_locked(s, block)) return p;
+  if (void* p = take_cached_locked(s, block)) {
+    if (s.capturing) adopt_locked(s, p);
+    return p;
+  }
 
   DeviceScope scope(device);
   void* p = nullptr;
@@ -184,6 +235,7 @@ void* allocate(size_t nbytes, int device) {
   throw_on_error(e, "cudaMalloc");
   s.allocated += block;
   s.live_blocks.emplace(p, block);
+  if (s.capturing) adopt_locked(s, p);
   return p;
 }
 
@@ -193,6 +245,14 @@ void release(void* ptr, size_t nbytes, int device) {
   if (device < 0 || device >= d.count) return;  // cannot happen for kiln's own blocks
   DeviceState& s = *d.states[static_cast<size_t>(device)];
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (auto pool = s.pool_of.find(ptr); pool != s.pool_of.end()) {
+    pool->second->deferred.push_back(ptr);  // a graph may still use it
+    return;
+  }
+  release_locked(s, ptr);
+}
+
+static void release_locked(DeviceState& s, void* ptr) {
   auto it = s.live_blocks.find(ptr);
   if (it == s.live_blocks.end()) return;  // not ours: ignore rather than corrupt the cache
   size_t block = it->second;

@@ -36,6 +36,11 @@ void copy_device_to_device(void* dst, int dst_device, const void* src, int src_d
   no_cuda("cuda");
 }
 void check_last_launch(const char* op) {}
+struct CapturePool::State {};
+CapturePool::CapturePool(int device) : state_(nullptr) { no_cuda("cuda"); }
+CapturePool::~CapturePool() = default;
+void CapturePool::open() {}
+void CapturePool::close() {}
 
 }  // namespace cuda_context
 

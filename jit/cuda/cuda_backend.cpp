@@ -1,0 +1,317 @@
+// The CUDA trace backend: TraceProgram -> FusionPlan -> CUDA C for every fusion group,
+// compiled by NVRTC as one program -> FusedCudaTrace, replayed as one CUDA Graph
+// (jit/cuda/cuda_graph_plan.h). Library calls (cuBLAS, eager kernels) run inside the
+// graph too; a value a library call computes for the user is written to a plan-owned
+// buffer and copied out by a memcpy node, so the call's pointers stay put across
+// replays. A group that cannot be lowered or compiled runs eagerly (noted); a program
+// not entirely on one CUDA device is declined. The graph is given up (noted) when the
+// stream cannot be captured or library arguments change on every replay (random ops).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "jit/cuda/cuda_codegen.h"
+#include "jit/cuda/cuda_graph_plan.h"
+#include "jit/cuda/nvrtc_compiler.h"
+#include "jit/debug_dump.h"
+#include "jit/fused_trace.h"
+#include "jit/lower.h"
+#include "ops/dispatch.h"
+#include "runtime/cuda_context.h"
+#include "tracer/config.h"
+
+namespace kiln::jit::cuda_backend {
+namespace {
+
+using tracer::InputRef;
+using tracer::TraceOp;
+using tracer::TraceProgram;
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+struct CudaKernel {
+  LoweredKernel lowered;
+  ArgsLayout layout;
+  void* fn = nullptr;
+  unsigned block = 256;
+  unsigned grid = 1;
+};
+
+unsigned launch_block(const LoweredKernel& k) {
+  if (k.kernel.kind == Kernel::Kind::Pointwise) return 256;
+  unsigned b = 32;  // one block per row, about 4 elements per thread and pass
+  while (b < 1024 && static_cast<int64_t>(b) * 4 < k.cols) b *= 2;
+  return b;
+}
+
+unsigned launch_grid(const LoweredKernel& k, unsigned block, int sms) {
+  const int64_t units = k.kernel.kind == Kernel::Kind::Pointwise
+                            ? (k.work + static_cast<int64_t>(block) * 4 - 1) / (block * 4)
+                            : k.work;
+  return static_cast<unsigned>(std::clamp<int64_t>(units, 1, static_cast<int64_t>(sms) * 32));
+}
+
+class FusedCudaTrace final : public FusedTrace {
+ public:
+  FusedCudaTrace(TraceProgram program, FusionPlan plan, MemoryPlan memory,
+                 std::vector<std::unique_ptr<CudaKernel>> kernels, Device device)
+      : FusedTrace(std::move(program), std::move(plan), std::move(memory)),
+        kernels_(std::move(kernels)),
+        device_(device),
+        graph_(device.index) {
+    if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::string(g) == "0")
+      graph_off_ = "KILN_CUDA_GRAPHS=0";
+  }
+
+  void run(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
+           std::vector<Tensor>& values, const std::vector<bool>& wanted) const override {
+    if (must_interpret(wanted)) {
+      tracer::interpret(program_, program_.ops.size(), externals, scalars, values);
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    const size_t n = program_.ops.size();
+    std::vector<Tensor> v(n);
+    std::vector<Tensor> user(n);  // escaping library values: the copy the user gets
+    // 1. Tensors, calls and argument words for this run; nothing is launched yet.
+    std::vector<OpCall> calls(plan_.steps.size());
+    std::vector<std::vector<int64_t>> args(plan_.steps.size());
+    std::string signature;  // what the library calls see: pointers and scalars
+    for (size_t s = 0; s < plan_.steps.size(); ++s) {
+      const Step& step = plan_.steps[s];
+      if (step.kind == Step::Kind::View) {
+        run_eager_step(step, externals, scalars, v, Tensor());
+      } else if (step.kind == Step::Kind::Library) {
+        const int i = step.op;
+        calls[s] = call_for(i, externals, scalars, v);
+        v[i] = library_output(i, externals, v);
+        if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
+        for (const Tensor& t : calls[s].inputs)
+          append(signature, t.defined() ? t.data_ptr() : nullptr);
+        append(signature, v[i].data_ptr());
+        for (const Scalar& x : calls[s].scalars) append(signature, x.to_double());
+      } else {
+        const CudaKernel& k = *kernels_[s];
+        for (int i : step.group.ops)
+          if (plan_.materialized[i]) v[i] = output_for(i, externals, v);
+        if (k.lowered.work == 0) continue;
+        std::vector<int64_t>& a = args[s];
+        a.assign(static_cast<size_t>(k.layout.words()), 0);
+        for (size_t o = 0; o < k.lowered.operands.size(); ++o)
+          a[o] = reinterpret_cast<int64_t>(
+              resolve(k.lowered.operands[o].source, externals, v).data_ptr());
+        for (int d = 0; d < k.layout.rank; ++d)
+          a[static_cast<size_t>(k.layout.shape_at() + d)] = k.lowered.shape[d];
+        for (size_t o = 0; o < k.lowered.operands.size(); ++o)
+          for (int d = 0; d < k.layout.rank; ++d)
+            a[static_cast<size_t>(k.layout.strides_at()) + o * k.layout.rank + d] =
+                k.lowered.operands[o].strides[d];
+        scalar_payloads(k.lowered.scalar_slots, k.lowered.kernel.scalar_is_float, scalars,
+                        a.data() + k.layout.scalars_at());
+        a[static_cast<size_t>(k.layout.work_at())] = k.lowered.work;
+      }
+    }
+    // 2. Launch: patch and replay the graph, record it (again), or launch directly.
+    auto launch_all = [&] {
+      for (size_t s = 0; s < plan_.steps.size(); ++s) {
+        const Step& step = plan_.steps[s];
+        if (step.kind == Step::Kind::Library) {
+          const int i = step.op;
+          execute_into(calls[s], program_.ops[i].meta, v[i]);
+          if (user[i].defined() && v[i].numel() > 0)
+            graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
+                        static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
+        } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
+          const CudaKernel& k = *kernels_[s];
+          graph_.kernel(static_cast<int>(s), k.fn, k.grid, k.block, args[s]);
+        }
+      }
+    };
+    if (!graph_off_.empty()) {
+      launch_all();
+    } else if (graph_.recorded() && signature == signature_) {
+      graph_.begin_patch();
+      launch_all_patch(args, v, user);
+      graph_.launch();
+      recaptures_in_a_row_ = 0;
+    } else {
+      std::string why;
+      if (graph_.recorded() && ++recaptures_in_a_row_ > 3) {
+        graph_off_ = "the library calls' arguments changed on 4 replays in a row";
+        launch_all();
+      } else if (graph_.record_and_launch(launch_all, &why)) {
+        signature_ = signature;
+      } else {
+        graph_off_ = "the stream could not be captured (" + why + ")";
+        tracer::log_line(tracer::kLogPerf, "cuda graph given up: " + graph_off_);
+        launch_all();
+      }
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (user[i].defined()) v[i] = user[i];
+    hand_out(values, v, wanted);
+  }
+
+  const char* backend_name() const override { return "nvrtc"; }
+  std::vector<std::string> notes() const override {
+    std::vector<std::string> out = FusedTrace::notes();
+    std::lock_guard<std::mutex> lock(mutex_);
+    const GraphStats& g = graph_.stats();
+    if (!graph_off_.empty())
+      out.push_back("cuda graph off: " + graph_off_ + "; kernels launched one by one");
+    out.push_back("cuda graph: " + std::to_string(g.captures) + " capture(s), " +
+                  std::to_string(g.recaptures) +
+                  " re-capture(s) (library call arguments changed), " + std::to_string(g.launches) +
+                  " launch(es), " + std::to_string(g.kernel_updates) + " kernel-node and " +
+                  std::to_string(g.copy_updates) + " copy-node update(s)");
+    return out;
+  }
+
+ private:
+  template <class T>
+  static void append(std::string& sig, T x) {
+    sig.append(reinterpret_cast<const char*>(&x), sizeof(x));
+  }
+
+  // Where library op i writes: its in-place target, its arena slice, or (a value the
+  // user receives) a buffer owned by this trace that a copy node hands out.
+  Tensor library_output(int i, const std::vector<Tensor>& externals,
+                        const std::vector<Tensor>& v) const {
+    const TraceOp& op = program_.ops[i];
+    if (op.in_place || !plan_.escapes[i]) return output_for(i, externals, v);
+    Tensor& t = staging_[i];
+    if (!t.defined()) t = Tensor::make(op.meta.sizes, op.meta.dtype, op.meta.device);
+    return t;
+  }
+
+  void launch_all_patch(const std::vector<std::vector<int64_t>>& args, const std::vector<Tensor>& v,
+                        const std::vector<Tensor>& user) const {
+    for (size_t s = 0; s < plan_.steps.size(); ++s) {
+      const Step& step = plan_.steps[s];
+      if (step.kind == Step::Kind::Library) {
+        const int i = step.op;
+        if (user[i].defined() && v[i].numel() > 0)
+          graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
+                      static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
+      } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
+        const CudaKernel& k = *kernels_[s];
+        graph_.kernel(static_cast<int>(s), k.fn, k.grid, k.block, args[s]);
+      }
+    }
+  }
+
+  std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
+  Device device_;
+  mutable std::mutex mutex_;
+  mutable CudaGraphPlan graph_;
+  mutable std::string signature_;
+  mutable std::string graph_off_;  // why the graph is not used ("" while it is)
+  mutable int recaptures_in_a_row_ = 0;
+  mutable std::map<int, Tensor> staging_;
+};
+
+class NvrtcCudaBackend final : public tracer::TraceBackend {
+ public:
+  std::unique_ptr<tracer::Executable> compile(const TraceProgram& program) override {
+    if (program.ops.empty()) return nullptr;
+    const Device device = program.ops[0].meta.device;
+    if (!device.is_cuda()) return nullptr;
+    for (const TraceOp& op : program.ops)
+      if (op.meta.device != device) return nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    int sms = 1;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index) != cudaSuccess) {
+      cudaGetLastError();
+      sms = 1;
+    }
+    DebugDump dump;
+    std::set<int> banned;
+    std::vector<std::string> fallbacks;
+    for (;;) {
+      FusionOptions options;
+      options.can_fuse = [&](const TraceProgram& p, int i) {
+        return !banned.count(i) && can_lower(p, i, DeviceType::CUDA);
+      };
+      FusionPlan plan = plan_fusion(program, options);
+      std::vector<std::unique_ptr<CudaKernel>> kernels(plan.steps.size());
+      std::string source = cuda_prelude(), kernel_text;
+      std::vector<std::string> names;
+      std::vector<size_t> kernel_steps;
+      bool retry = false;
+      for (size_t s = 0; s < plan.steps.size() && !retry; ++s) {
+        const Step& step = plan.steps[s];
+        if (step.kind != Step::Kind::Kernel) continue;
+        auto k = std::make_unique<CudaKernel>();
+        try {
+          k->lowered = lower_group(program, plan, step.group);
+          k->layout = args_layout(k->lowered.kernel);
+          const std::string name = "kiln_k" + std::to_string(s);
+          source += "\n" + emit_cuda_kernel(k->lowered.kernel, name);
+          names.push_back(name);
+          kernel_steps.push_back(s);
+          kernel_text += "step " + std::to_string(s) + " shape " + dims_str(k->lowered.shape) +
+                         ":\n" + k->lowered.kernel.text();
+        } catch (const std::exception& e) {
+          for (int i : step.group.ops) banned.insert(i);
+          fallbacks.push_back("step " + std::to_string(s) +
+                              " fell back to eager kernels: " + e.what());
+          retry = true;
+        }
+        k->block = launch_block(k->lowered);
+        k->grid = launch_grid(k->lowered, k->block, sms);
+        kernels[s] = std::move(k);
+      }
+      if (retry) continue;
+      std::string timing;
+      if (!names.empty()) {
+        try {
+          const CudaModule module = NvrtcCompiler::instance().get(source, names, device.index);
+          for (size_t q = 0; q < names.size(); ++q)
+            kernels[kernel_steps[q]]->fn = module.kernels[q];
+          static const char* const sources[] = {"memory", "disk cache", "compiled"};
+          timing = "nvrtc program of " + std::to_string(names.size()) + " kernel(s) for " +
+                   module.arch + ": " + std::to_string(module.ms) + " ms (" +
+                   sources[static_cast<int>(module.source)] + ")\n";
+        } catch (const std::exception& e) {
+          // The whole program failed: every fused group runs eagerly.
+          for (size_t s : kernel_steps)
+            for (int i : plan.steps[s].group.ops) banned.insert(i);
+          fallbacks.push_back(std::string("fused kernels fell back to eager kernels: ") + e.what());
+          tracer::log_line(tracer::kLogTrace, fallbacks.back());
+          continue;
+        }
+      }
+      plan.notes.insert(plan.notes.end(), fallbacks.begin(), fallbacks.end());
+      MemoryPlan memory = plan_memory(program, plan);
+      if (dump.active()) {
+        dump.write("trace.txt", program_text(program));
+        dump.write("fusion.txt", "== before fusion\n" + program_text(program) +
+                                     "\n== after fusion\n" + plan.str(program) + "\n" +
+                                     memory.str() + "\n\n== kernels\n" + kernel_text);
+        dump.write("kernels.cu", source);
+        dump.write("compile.txt", NvrtcCompiler::instance().version() +
+                                      "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" +
+                                      timing + "total: " + std::to_string(ms_since(t0)) + " ms\n");
+      }
+      return std::make_unique<FusedCudaTrace>(program, std::move(plan), std::move(memory),
+                                              std::move(kernels), device);
+    }
+  }
+};
+
+struct Registration {
+  Registration() {
+    static NvrtcCudaBackend backend;
+    tracer::register_backend(&backend);
+  }
+} registration;
+
+}  // namespace
+}  // namespace kiln::jit::cuda_backend

@@ -1,0 +1,551 @@
+// KernelIR -> CUDA C (see cuda_codegen.h for the argument layout). The emitter mirrors
+// jit/llvm/codegen.cpp: values are memoized per level (invariant at entry, row per row,
+// full per element), conversions and NaN rules are the same, so CPU and GPU fused code
+// agree with each other and with the eager kernels.
+#include "jit/cuda/cuda_codegen.h"
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <stdexcept>
+
+namespace kiln::jit::cuda_backend {
+
+ArgsLayout args_layout(const Kernel& kernel) {
+  ArgsLayout l;
+  l.operands = static_cast<int>(kernel.operands.size());
+  l.rank = kernel.rank;
+  l.scalars = static_cast<int>(kernel.scalar_is_float.size());
+  return l;
+}
+
+const std::string& cuda_prelude() {
+  static const std::string text = R"(// kiln fused kernels (generated)
+template <int N> struct KilnArgs { long long v[N]; };
+template <class S> struct alignas(4 * sizeof(S)) KilnVec { S x[4]; };
+__device__ __forceinline__ unsigned short kiln_f2h(float f) {
+  unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float kiln_h2f(unsigned short h) {
+  float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ float kiln_bf2f(unsigned short b) {
+  return __uint_as_float(static_cast<unsigned>(b) << 16);
+}
+__device__ __forceinline__ unsigned short kiln_f2bf(float f) {  // nearest even; NaN stays NaN
+  if (f != f) return 0x7fc0;
+  unsigned u = __float_as_uint(f);
+  return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+template <class T> __device__ __forceinline__ T kiln_fmax(T a, T b) {  // NaN wins; +0 > -0
+  return a != a ? a : b != b ? b : a > b ? a : b > a ? b : (signbit(a) ? b : a);
+}
+template <class T> __device__ __forceinline__ T kiln_fmin(T a, T b) {
+  return a != a ? a : b != b ? b : a < b ? a : b < a ? b : (signbit(a) ? a : b);
+}
+struct KilnSum { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct KilnFMax { template <class T> __device__ T operator()(T a, T b) const { return kiln_fmax(a, b); } };
+struct KilnFMin { template <class T> __device__ T operator()(T a, T b) const { return kiln_fmin(a, b); } };
+struct KilnIMax { template <class T> __device__ T operator()(T a, T b) const { return a > b ? a : b; } };
+struct KilnIMin { template <class T> __device__ T operator()(T a, T b) const { return a < b ? a : b; } };
+// Every thread gets lane 0's result of a fixed tree: deterministic run to run.
+template <class T, class F>
+__device__ __forceinline__ T kiln_block_reduce(T v, F f, unsigned long long* smem) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  T* s = reinterpret_cast<T*>(smem);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = (blockDim.x + 31) >> 5;
+  __syncthreads();
+  if (lane == 0) s[warp] = v;
+  __syncthreads();
+  T r = s[0];
+  for (int w = 1; w < warps; ++w) r = f(r, s[w]);
+  return r;
+}
+)";
+  return text;
+}
+
+namespace {
+
+bool flt(DType d) { return is_floating(d); }
+
+std::string ctype(DType d) {
+  switch (d) {
+    case DType::Bool:
+      return "bool";
+    case DType::Int32:
+      return "int";
+    case DType::Int64:
+      return "long long";
+    case DType::Float64:
+      return "double";
+    default:
+      return "float";
+  }
+}
+std::string stype(DType d) {
+  switch (d) {
+    case DType::Bool:
+      return "unsigned char";
+    case DType::Float16:
+    case DType::BFloat16:
+      return "unsigned short";
+    default:
+      return ctype(d);
+  }
+}
+std::string load_as(DType d, const std::string& raw) {
+  switch (d) {
+    case DType::Bool:
+      return "(" + raw + " != 0)";
+    case DType::Float16:
+      return "kiln_h2f(" + raw + ")";
+    case DType::BFloat16:
+      return "kiln_bf2f(" + raw + ")";
+    default:
+      return raw;
+  }
+}
+std::string to_storage(DType d, const std::string& v) {
+  switch (d) {
+    case DType::Bool:
+      return "static_cast<unsigned char>(" + v + ")";
+    case DType::Float16:
+      return "kiln_f2h(" + v + ")";
+    case DType::BFloat16:
+      return "kiln_f2bf(" + v + ")";
+    default:
+      return v;
+  }
+}
+std::string round_through(DType d, const std::string& v) {
+  if (d == DType::Float16) return "kiln_h2f(kiln_f2h(" + v + "))";
+  if (d == DType::BFloat16) return "kiln_bf2f(kiln_f2bf(" + v + "))";
+  return v;
+}
+// A math function by the value's type: expf for float, exp for double.
+std::string fn(const char* name, DType d) {
+  return d == DType::Float64 ? std::string(name) : std::string(name) + "f";
+}
+std::string double_bits(double v) {
+  uint64_t bits;
+  std::memcpy(&bits, &v, 8);
+  return "__longlong_as_double(" + std::to_string(static_cast<long long>(bits)) + "LL)";
+}
+std::string identity(KOp op, DType d) {
+  if (op == KOp::ReduceSum) return "static_cast<" + ctype(d) + ">(0)";
+  const bool mx = op == KOp::ReduceMax;
+  if (flt(d))
+    return "static_cast<" + ctype(d) + ">(" + double_bits(mx ? -INFINITY : INFINITY) + ")";
+  if (d == DType::Int32) return mx ? "(-2147483647 - 1)" : "2147483647";
+  return mx ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
+}
+std::string reducer(KOp op, DType d) {
+  if (op == KOp::ReduceSum) return "KilnSum()";
+  const bool mx = op == KOp::ReduceMax;
+  return flt(d) ? (mx ? "KilnFMax()" : "KilnFMin()") : (mx ? "KilnIMax()" : "KilnIMin()");
+}
+
+class Emitter {
+ public:
+  Emitter(const Kernel& k) : k_(k), l_(args_layout(k)) {}
+
+  std::string emit(const std::string& name) {
+    const int n = l_.words();
+    line("extern \"C\" __global__ void __launch_bounds__(1024) " + name + "(const KilnArgs<" +
+         std::to_string(n) + "> a) {");
+    ++indent_;
+    for (int o = 0; o < l_.operands; ++o)
+      line(stype(k_.operands[o].dtype) + "* p" + std::to_string(o) + " = reinterpret_cast<" +
+           stype(k_.operands[o].dtype) + "*>(a.v[" + std::to_string(o) + "]);");
+    line("const long long work = a.v[" + std::to_string(l_.work_at()) + "];");
+    for (size_t i = 0; i < k_.nodes.size(); ++i)
+      if (k_.nodes[i].level == Level::Invariant) value(static_cast<int>(i));
+    if (k_.kind == Kernel::Kind::Pointwise)
+      emit_pointwise();
+    else
+      emit_rows();
+    --indent_;
+    line("}");
+    return out_;
+  }
+
+ private:
+  void line(const std::string& s) {
+    out_ += std::string(static_cast<size_t>(indent_) * 2, ' ') + s + "\n";
+  }
+  std::string shape(int d) { return "a.v[" + std::to_string(l_.shape_at() + d) + "]"; }
+  std::string stride(int o, int d) {
+    return "a.v[" + std::to_string(l_.strides_at() + o * l_.rank + d) + "]";
+  }
+  std::string tmp() { return "t" + std::to_string(next_++); }
+
+  std::string compute(const KNode& n, const std::string& a, const std::string& b,
+                      const std::string& c) {
+    const bool f = flt(n.dtype);
+    const std::string t = ctype(n.dtype);
+    const std::string one = "static_cast<" + t + ">(1)";
+    switch (n.op) {
+      case KOp::Neg:
+        return "-" + a;
+      case KOp::Abs:
+        return f ? fn("fabs", n.dtype) + "(" + a + ")" : "(" + a + " < 0 ? -" + a + " : " + a + ")";
+      case KOp::Exp:
+        return fn("exp", n.dtype) + "(" + a + ")";
+      case KOp::Log:
+        return fn("log", n.dtype) + "(" + a + ")";
+      case KOp::Sqrt:
+        return fn("sqrt", n.dtype) + "(" + a + ")";
+      case KOp::Rsqrt:
+        return one + " / " + fn("sqrt", n.dtype) + "(" + a + ")";
+      case KOp::Sin:
+        return fn("sin", n.dtype) + "(" + a + ")";
+      case KOp::Cos:
+        return fn("cos", n.dtype) + "(" + a + ")";
+      case KOp::Tanh:
+        return fn("tanh", n.dtype) + "(" + a + ")";
+      case KOp::Sigmoid:
+        return one + " / (" + one + " + " + fn("exp", n.dtype) + "(-" + a + "))";
+      case KOp::Silu:
+        return a + " * (" + one + " / (" + one + " + " + fn("exp", n.dtype) + "(-" + a + ")))";
+      case KOp::Relu:
+        return "(" + a + " < 0 ? static_cast<" + t + ">(0) : " + a + ")";
+      case KOp::Reciprocal:
+        return one + " / " + a;
+      case KOp::Erf:
+        return fn("erf", n.dtype) + "(" + a + ")";
+      case KOp::Add:
+        return a + " + " + b;
+      case KOp::Sub:
+        return a + " - " + b;
+      case KOp::Mul:
+        return a + " * " + b;
+      case KOp::Div:
+        if (!f) throw std::runtime_error("[jit] integer division has no fused code");
+        return a + " / " + b;
+      case KOp::Pow:
+        return fn("pow", n.dtype) + "(" + a + ", " + b + ")";
+      case KOp::Max:
+        return f ? "kiln_fmax(" + a + ", " + b + ")"
+                 : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
+      case KOp::Min:
+        return f ? "kiln_fmin(" + a + ", " + b + ")"
+                 : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
+      case KOp::Eq:
+        return a + " == " + b;
+      case KOp::Ne:
+        return a + " != " + b;
+      case KOp::Lt:
+        return a + " < " + b;
+      case KOp::Le:
+        return a + " <= " + b;
+      case KOp::Gt:
+        return a + " > " + b;
+      case KOp::Ge:
+        return a + " >= " + b;
+      case KOp::Where:
+        return a + " ? " + b + " : " + c;
+      default:
+        throw std::runtime_error(std::string("[jit] no CUDA code for ") + kop_name(n.op));
+    }
+  }
+
+  std::string convert(const std::string& v, DType from, DType to) {
+    if (from == to) return v;
+    std::string r;
+    if (to == DType::Bool)
+      r = "(" + v + " != 0)";
+    else
+      r = "static_cast<" + ctype(to) + ">(" + v + ")";
+    return round_through(to, r);
+  }
+
+  // The variable holding node i's value in the current scope (emitting it if needed).
+  std::string value(int i) {
+    const KNode& n = k_.nodes[i];
+    std::map<int, std::string>& memo = n.level == Level::Invariant ? invariant_
+                                       : (n.level == Level::Row && k_.kind == Kernel::Kind::Row)
+                                           ? row_
+                                           : memo_;
+    auto it = memo.find(i);
+    if (it != memo.end()) return it->second;
+    std::string e;
+    switch (n.op) {
+      case KOp::Load:
+        e = load_as(n.dtype, element_(n.operand));
+        break;
+      case KOp::Scalar: {
+        const std::string raw = "a.v[" + std::to_string(l_.scalars_at() + n.slot) + "]";
+        e = n.dtype == DType::Float64 ? "__longlong_as_double(" + raw + ")"
+            : n.dtype == DType::Bool  ? "(" + raw + " != 0)"
+                                      : raw;
+        break;
+      }
+      case KOp::Const:
+        e = flt(n.dtype)             ? double_bits(n.value)
+            : n.dtype == DType::Bool ? std::string(n.value != 0 ? "true" : "false")
+                                     : std::to_string(static_cast<long long>(n.value)) + "LL";
+        break;
+      case KOp::ReduceCount:
+        e = "static_cast<double>(" + shape(l_.rank - 1) + ")";
+        break;
+      case KOp::Cast:
+        e = convert(value(n.in[0]), k_.nodes[n.in[0]].dtype, n.dtype);
+        break;
+      default: {
+        if (is_reduction(n.op)) throw std::runtime_error("[jit] reduction used before its pass");
+        const std::string a = value(n.in[0]);
+        const std::string b = n.in[1] >= 0 ? value(n.in[1]) : "";
+        const std::string c = n.in[2] >= 0 ? value(n.in[2]) : "";
+        e = compute(n, a, b, c);
+      }
+    }
+    const std::string v = tmp();
+    line("const " + ctype(n.dtype) + " " + v + " = static_cast<" + ctype(n.dtype) + ">(" + e +
+         ");");
+    memo[i] = v;
+    return v;
+  }
+
+  // ---- pointwise
+  void emit_pointwise() {
+    line("const long long step = static_cast<long long>(gridDim.x) * blockDim.x;");
+    line("const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;");
+    bool vector = l_.rank == 1, any_contiguous = false;
+    for (const KOperand& o : k_.operands) {
+      vector = vector && o.inner != InnerStride::Strided;
+      any_contiguous = any_contiguous || o.inner == InnerStride::Contiguous;
+    }
+    if (vector && any_contiguous) {
+      std::string aligned;
+      for (int o = 0; o < l_.operands; ++o) {
+        if (k_.operands[o].inner != InnerStride::Contiguous) continue;
+        if (!aligned.empty()) aligned += " | ";
+        aligned +=
+            "(a.v[" + std::to_string(o) + "] % (4 * sizeof(" + stype(k_.operands[o].dtype) + ")))";
+      }
+      line("long long tail = 0;");
+      line("if ((" + aligned + ") == 0) {");
+      ++indent_;
+      line("for (long long q = first; q < work / 4; q += step) {");
+      ++indent_;
+      for (int o = 0; o < l_.operands; ++o) {
+        const KOperand& op = k_.operands[o];
+        if (op.inner != InnerStride::Contiguous) continue;
+        const std::string vt = "KilnVec<" + stype(op.dtype) + ">";
+        const std::string s = std::to_string(o);
+        if (op.loaded)
+          line(vt + " lv" + s + " = *reinterpret_cast<const " + vt + "*>(p" + s + " + 4 * q);");
+        if (op.stored) line(vt + " sv" + s + ";");
+      }
+      line("#pragma unroll");
+      line("for (int e = 0; e < 4; ++e) {");
+      ++indent_;
+      element_ = [&](int o) {
+        return k_.operands[o].inner == InnerStride::Contiguous ? "lv" + std::to_string(o) + ".x[e]"
+                                                               : "p" + std::to_string(o) + "[0]";
+      };
+      memo_.clear();
+      for (const KStore& s : k_.stores) {
+        const std::string v = value(s.node);
+        const std::string dst = k_.operands[s.operand].inner == InnerStride::Contiguous
+                                    ? "sv" + std::to_string(s.operand) + ".x[e]"
+                                    : "p" + std::to_string(s.operand) + "[0]";
+        line(dst + " = " + to_storage(k_.operands[s.operand].dtype, v) + ";");
+      }
+      --indent_;
+      line("}");
+      for (int o = 0; o < l_.operands; ++o) {
+        const KOperand& op = k_.operands[o];
+        if (op.inner != InnerStride::Contiguous || !op.stored) continue;
+        const std::string s = std::to_string(o);
+        line("*reinterpret_cast<KilnVec<" + stype(op.dtype) + ">*>(p" + s + " + 4 * q) = sv" + s +
+             ";");
+      }
+      --indent_;
+      line("}");
+      line("tail = work / 4 * 4;");
+      --indent_;
+      line("}");
+      scalar_loop("tail + first");
+    } else {
+      scalar_loop("first");
+    }
+  }
+
+  // The element-at-a-time loop from `start`, with offsets from the flat index.
+  void scalar_loop(const std::string& start) {
+    line("for (long long i = " + start + "; i < work; i += step) {");
+    ++indent_;
+    std::vector<std::string> off(l_.operands, "0");
+    if (l_.rank == 1) {
+      for (int o = 0; o < l_.operands; ++o) off[o] = inner_offset(o, "i");
+    } else {
+      line("long long r = i;");
+      for (int d = l_.rank - 1; d >= 0; --d) {
+        const std::string idx = "i" + std::to_string(d);
+        if (d > 0) {
+          line("const long long " + idx + " = r % " + shape(d) + ";");
+          line("r /= " + shape(d) + ";");
+        } else {
+          line("const long long " + idx + " = r;");
+        }
+        for (int o = 0; o < l_.operands; ++o) {
+          const std::string term =
+              d == l_.rank - 1 ? inner_offset(o, idx) : idx + " * " + stride(o, d);
+          if (term != "0") off[o] = off[o] == "0" ? term : off[o] + " + " + term;
+        }
+      }
+    }
+    element_ = [off](int o) { return "p" + std::to_string(o) + "[" + off[o] + "]"; };
+    memo_.clear();
+    for (const KStore& s : k_.stores)
+      line(element_(s.operand) + " = " + to_storage(k_.operands[s.operand].dtype, value(s.node)) +
+           ";");
+    memo_.clear();
+    --indent_;
+    line("}");
+  }
+  std::string inner_offset(int o, const std::string& idx) {
+    switch (k_.operands[o].inner) {
+      case InnerStride::Contiguous:
+        return idx;
+      case InnerStride::Broadcast:
+        return "0";
+      default:
+        return idx + " * " + stride(o, l_.rank - 1);
+    }
+  }
+
+  // ---- rows: one block per row
+  void prepare_rows(int i, std::vector<uint8_t>& seen) {
+    if (seen[i]) return;
+    seen[i] = 1;
+    const KNode& n = k_.nodes[i];
+    if (n.level == Level::Row) {
+      if (!is_reduction(n.op)) value(i);
+      return;
+    }
+    if (n.level != Level::Full || is_reduction(n.op)) return;
+    for (int32_t a : n.in)
+      if (a >= 0) prepare_rows(a, seen);
+  }
+
+  void emit_rows() {
+    line("__shared__ unsigned long long smem[32];");
+    line("const long long cols = " + shape(l_.rank - 1) + ";");
+    line("for (long long row = blockIdx.x; row < work; row += gridDim.x) {");
+    ++indent_;
+    // Row bases from the row index over the outer dims.
+    std::vector<std::string> base(l_.operands, "0");
+    if (l_.rank > 1) {
+      line("long long r = row;");
+      for (int d = l_.rank - 2; d >= 0; --d) {
+        const std::string idx = "i" + std::to_string(d);
+        if (d > 0) {
+          line("const long long " + idx + " = r % " + shape(d) + ";");
+          line("r /= " + shape(d) + ";");
+        } else {
+          line("const long long " + idx + " = r;");
+        }
+        for (int o = 0; o < l_.operands; ++o)
+          base[o] = (base[o] == "0" ? "" : base[o] + " + ") + idx + " * " + stride(o, d);
+      }
+    }
+    for (int o = 0; o < l_.operands; ++o)
+      line(stype(k_.operands[o].dtype) + "* b" + std::to_string(o) + " = p" + std::to_string(o) +
+           " + (" + base[o] + ");");
+    element_ = [&](int o) {
+      const KOperand& op = k_.operands[o];
+      const std::string b = "b" + std::to_string(o);
+      if (op.row_level || op.inner == InnerStride::Broadcast) return b + "[0]";
+      return b + "[" + inner_offset(o, "j") + "]";
+    };
+    row_.clear();
+    const int stages = k_.stages();
+    for (int s = 1; s <= stages; ++s) {
+      std::vector<int> reds;
+      for (size_t i = 0; i < k_.nodes.size(); ++i)
+        if (is_reduction(k_.nodes[i].op) && k_.nodes[i].stage == s)
+          reds.push_back(static_cast<int>(i));
+      if (reds.empty()) continue;
+      std::vector<uint8_t> seen(k_.nodes.size(), 0);
+      for (int i : reds) prepare_rows(k_.nodes[i].in[0], seen);
+      std::vector<std::string> acc;
+      for (int i : reds) {
+        acc.push_back(tmp());
+        line(ctype(k_.nodes[i].dtype) + " " + acc.back() + " = " +
+             identity(k_.nodes[i].op, k_.nodes[i].dtype) + ";");
+      }
+      line("for (long long j = threadIdx.x; j < cols; j += blockDim.x) {");
+      ++indent_;
+      memo_.clear();
+      for (size_t q = 0; q < reds.size(); ++q) {
+        const KNode& n = k_.nodes[reds[q]];
+        line(acc[q] + " = " + reducer(n.op, n.dtype) + "(" + acc[q] + ", " + value(n.in[0]) + ");");
+      }
+      memo_.clear();
+      --indent_;
+      line("}");
+      for (size_t q = 0; q < reds.size(); ++q) {
+        const KNode& n = k_.nodes[reds[q]];
+        line(acc[q] + " = kiln_block_reduce(" + acc[q] + ", " + reducer(n.op, n.dtype) +
+             ", smem);");
+        row_[reds[q]] = acc[q];
+      }
+    }
+    std::vector<KStore> full;
+    for (const KStore& st : k_.stores) {
+      if (!k_.operands[st.operand].row_level) {
+        full.push_back(st);
+        continue;
+      }
+      std::vector<uint8_t> seen(k_.nodes.size(), 0);
+      prepare_rows(st.node, seen);
+      line("if (threadIdx.x == 0) {");
+      ++indent_;
+      line("const long long j = 0;");
+      memo_.clear();
+      line(element_(st.operand) + " = " +
+           to_storage(k_.operands[st.operand].dtype, value(st.node)) + ";");
+      memo_.clear();
+      --indent_;
+      line("}");
+    }
+    if (!full.empty()) {
+      std::vector<uint8_t> seen(k_.nodes.size(), 0);
+      for (const KStore& st : full) prepare_rows(st.node, seen);
+      line("for (long long j = threadIdx.x; j < cols; j += blockDim.x) {");
+      ++indent_;
+      memo_.clear();
+      for (const KStore& st : full)
+        line(element_(st.operand) + " = " +
+             to_storage(k_.operands[st.operand].dtype, value(st.node)) + ";");
+      memo_.clear();
+      --indent_;
+      line("}");
+    }
+    // The next row reuses smem: nobody may still be reading this row's partials.
+    if (stages > 0) line("__syncthreads();");
+    --indent_;
+    line("}");
+  }
+
+  const Kernel& k_;
+  ArgsLayout l_;
+  std::string out_;
+  int indent_ = 0;
+  int next_ = 0;
+  std::function<std::string(int)> element_;
+  std::map<int, std::string> invariant_, row_, memo_;
+};
+
+}  // namespace
+
+std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name) {
+  return Emitter(kernel).emit(name);
+}
+
+}  // namespace kiln::jit::cuda_backend

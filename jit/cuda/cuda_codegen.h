@@ -1,0 +1,41 @@
+// KernelIR -> CUDA C source, compiled by NVRTC (jit/cuda/nvrtc_compiler.h). Each kernel
+// is `extern "C" __global__ void <name>(const KilnArgs<N> a)`: one by-value parameter, a
+// flat array of 64-bit words, so a CUDA Graph kernel node is updated by rewriting it:
+//
+//   a.v[0, nops)                      operand data pointers
+//   a.v[nops, +rank)                  the collapsed iteration shape
+//   a.v[nops + rank, +nops * rank)    per operand, its element strides over that shape
+//   then one word per scalar slot     a double's bits or an int64
+//   then the work                     elements (pointwise) or rows (row kernel)
+//
+// Pointwise kernels are grid-stride loops; when the space is one dim and every operand
+// is contiguous or broadcast, each thread handles 4 elements with aligned vector loads
+// and stores (checked at run time; the tail and misaligned pointers take the scalar loop).
+// Row kernels run one block per row (grid-stride over rows): one pass per reduction stage
+// with a deterministic block reduction, then a pass storing the full-size outputs.
+// float16/bfloat16 are stored as 16 bits and computed in float32, as on the CPU.
+#pragma once
+
+#include <string>
+
+#include "jit/kernel_ir.h"
+
+namespace kiln::jit::cuda_backend {
+
+struct ArgsLayout {
+  int operands = 0, rank = 0, scalars = 0;
+  int shape_at() const { return operands; }
+  int strides_at() const { return operands + rank; }
+  int scalars_at() const { return operands + rank + operands * rank; }
+  int work_at() const { return scalars_at() + scalars; }
+  int words() const { return work_at() + 1; }
+};
+ArgsLayout args_layout(const Kernel& kernel);
+
+// Helpers every kernel uses; goes once at the top of a program.
+const std::string& cuda_prelude();
+
+// One kernel's definition (after the prelude).
+std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name);
+
+}  // namespace kiln::jit::cuda_backend

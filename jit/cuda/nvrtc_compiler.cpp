@@ -1,0 +1,157 @@
+// NVRTC -> CUBIN -> cudaLibrary (see nvrtc_compiler.h).
+#include "jit/cuda/nvrtc_compiler.h"
+
+#include <cuda_runtime.h>
+#include <nvrtc.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "jit/kernel_cache.h"
+#include "jit/kernel_ir.h"
+
+namespace kiln::jit::cuda_backend {
+namespace {
+
+void check_nvrtc(nvrtcResult r, const char* what) {
+  if (r != NVRTC_SUCCESS)
+    throw std::runtime_error(std::string("[nvrtc] ") + what + ": " + nvrtcGetErrorString(r));
+}
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error(std::string("[cuda jit] ") + what + ": " + cudaGetErrorName(e) + " (" +
+                             cudaGetErrorString(e) + ")");
+  }
+}
+
+std::string arch_of(int device) {
+  int major = 0, minor = 0;
+  check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
+             "compute capability");
+  check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
+             "compute capability");
+  return "sm_" + std::to_string(major) + std::to_string(minor);
+}
+
+std::string hex(uint64_t v) {
+  static const char* d = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = d[v & 15];
+  return s;
+}
+
+}  // namespace
+
+std::string compile_cubin(const std::string& source, const std::string& arch) {
+  if (const char* f = std::getenv("KILN_CUDA_JIT_FAIL"); f && *f && std::string(f) != "0")
+    throw std::runtime_error("[nvrtc] compile refused: KILN_CUDA_JIT_FAIL is set");
+  nvrtcProgram prog;
+  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "kiln_trace.cu", 0, nullptr, nullptr),
+              "nvrtcCreateProgram");
+  const std::string arch_opt = "--gpu-architecture=" + arch;
+  const char* opts[] = {arch_opt.c_str(), "-std=c++17", "--extra-device-vectorization"};
+  const nvrtcResult r = nvrtcCompileProgram(prog, 3, opts);
+  if (r != NVRTC_SUCCESS) {
+    size_t n = 0;
+    nvrtcGetProgramLogSize(prog, &n);
+    std::string log(n, '\0');
+    if (n) nvrtcGetProgramLog(prog, log.data());
+    nvrtcDestroyProgram(&prog);
+    if (log.size() > 2000) log = log.substr(0, 2000) + "...";
+    throw std::runtime_error(std::string("[nvrtc] compile failed (") + nvrtcGetErrorString(r) +
+                             "): " + log);
+  }
+  size_t size = 0;
+  check_nvrtc(nvrtcGetCUBINSize(prog, &size), "nvrtcGetCUBINSize");
+  std::string cubin(size, '\0');
+  check_nvrtc(nvrtcGetCUBIN(prog, cubin.data()), "nvrtcGetCUBIN");
+  nvrtcDestroyProgram(&prog);
+  return cubin;
+}
+
+struct NvrtcCompiler::Impl {
+  std::mutex mutex;
+  KernelCache cache{"cuda"};
+  std::map<std::string, cudaLibrary_t> loaded;  // key -> library
+  NvrtcStats stats;
+  std::string version;
+};
+
+NvrtcCompiler::NvrtcCompiler() : impl_(new Impl()) {
+  int major = 0, minor = 0;
+  if (nvrtcVersion(&major, &minor) == NVRTC_SUCCESS)
+    impl_->version = "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
+  else
+    impl_->version = "nvrtc ?";
+}
+
+NvrtcCompiler& NvrtcCompiler::instance() {
+  static NvrtcCompiler* compiler = new NvrtcCompiler();  // kept for the process
+  return *compiler;
+}
+
+CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::string>& names,
+                              int device) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CudaModule out;
+  out.arch = arch_of(device);
+  const std::string key = "cuda-" + hex(fnv1a(source)) + "-" + hex(fnv1a(source, 7)) + "-" +
+                          out.arch + "-" + impl_->version;
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  cudaLibrary_t lib = nullptr;
+  if (auto it = impl_->loaded.find(key); it != impl_->loaded.end()) {
+    lib = it->second;
+    out.source = CudaModule::Source::Memory;
+    ++impl_->stats.memory_hits;
+  } else {
+    std::string cubin;
+    if (auto cached = impl_->cache.load(key)) {
+      cubin = std::move(*cached);
+      out.source = CudaModule::Source::Disk;
+    } else {
+      cubin = compile_cubin(source, out.arch);
+      out.source = CudaModule::Source::Compiled;
+    }
+    const cudaError_t e =
+        cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (e != cudaSuccess && out.source == CudaModule::Source::Disk) {
+      // A cached CUBIN the driver refuses (another driver, a bad file that passed the
+      // checksum): compile afresh.
+      cudaGetLastError();
+      cubin = compile_cubin(source, out.arch);
+      out.source = CudaModule::Source::Compiled;
+      check_cuda(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+                 "cudaLibraryLoadData");
+    } else {
+      check_cuda(e, "cudaLibraryLoadData");
+    }
+    if (out.source == CudaModule::Source::Compiled) {
+      impl_->cache.store(key, cubin);
+      ++impl_->stats.compiled;
+    } else {
+      ++impl_->stats.disk_hits;
+    }
+    impl_->loaded[key] = lib;
+  }
+  for (const std::string& name : names) {
+    cudaKernel_t k = nullptr;
+    check_cuda(cudaLibraryGetKernel(&k, lib, name.c_str()), "cudaLibraryGetKernel");
+    out.kernels.push_back(reinterpret_cast<void*>(k));
+  }
+  out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+NvrtcStats NvrtcCompiler::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->stats;
+}
+
+std::string NvrtcCompiler::cache_dir() const { return impl_->cache.dir(); }
+std::string NvrtcCompiler::version() const { return impl_->version; }
+
+}  // namespace kiln::jit::cuda_backend

@@ -1,0 +1,47 @@
+// NvrtcCompiler: CUDA C source -> CUBIN for one device's architecture -> loaded library.
+// All kernels of a trace go in one program (one NVRTC call). get() looks in (in order) the
+// in-memory table, the disk cache (KernelCache "cuda", keyed by the source hash, the
+// architecture and the NVRTC version) and otherwise compiles. Loading goes through the
+// runtime's library API (cudaLibraryLoadData), never a link against libcuda. Thread-safe;
+// loaded libraries stay for the process's lifetime. Errors throw std::runtime_error with
+// NVRTC's log (the caller falls back to eager kernels).
+//
+// KILN_CUDA_JIT_FAIL=1 makes every compile fail (tests of the fallback path).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::jit::cuda_backend {
+
+struct CudaModule {
+  std::vector<void*> kernels;  // cudaKernel_t per requested name, in order
+  enum class Source : uint8_t { Memory, Disk, Compiled } source = Source::Compiled;
+  double ms = 0;
+  std::string arch;  // "sm_90"
+};
+
+// Source -> CUBIN for an architecture ("sm_90"), no device needed (CI checks the
+// generated code compiles). Throws std::runtime_error with NVRTC's log.
+std::string compile_cubin(const std::string& source, const std::string& arch);
+
+struct NvrtcStats {
+  int64_t compiled = 0, disk_hits = 0, memory_hits = 0;
+};
+
+class NvrtcCompiler {
+ public:
+  static NvrtcCompiler& instance();
+  CudaModule get(const std::string& source, const std::vector<std::string>& names, int device);
+  NvrtcStats stats() const;
+  std::string cache_dir() const;
+  std::string version() const;  // "nvrtc 13.0"
+
+ private:
+  NvrtcCompiler();
+  struct Impl;
+  Impl* impl_;
+};
+
+}  // namespace kiln::jit::cuda_backend

@@ -1,0 +1,110 @@
+// The backend-independent part of replaying a fused trace (see fused_trace.h).
+#include "jit/fused_trace.h"
+
+#include <cstring>
+
+#include "ops/dispatch.h"
+#include "tracer/config.h"
+
+namespace kiln::jit {
+
+using tracer::InputRef;
+using tracer::TraceOp;
+
+FusedTrace::FusedTrace(tracer::TraceProgram program, FusionPlan plan, MemoryPlan memory)
+    : program_(std::move(program)), plan_(std::move(plan)), memory_(std::move(memory)) {
+  const int n = static_cast<int>(program_.ops.size());
+  user_safe_.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (plan_.canonical[i] != i || !plan_.materialized[i]) continue;
+    const TraceOp& op = program_.ops[i];
+    const InputRef* base = op.in_place                               ? &op.target
+                           : op_info(op.op).family == OpFamily::View ? &op.inputs[0]
+                                                                     : nullptr;
+    if (!base)
+      user_safe_[i] = plan_.escapes[i];
+    else
+      user_safe_[i] =
+          base->kind == InputRef::Kind::External || user_safe_[plan_.canonical[base->index]];
+  }
+  scalar_base_ = scalar_bases(program_);
+}
+
+bool FusedTrace::must_interpret(const std::vector<bool>& wanted) const {
+  for (size_t i = 0; i < program_.ops.size() && i < wanted.size(); ++i) {
+    if (!wanted[i] || user_safe_[i]) continue;
+    if (!warned_) {
+      warned_ = true;
+      tracer::log_line(tracer::kLogPerf, "a value of a compiled trace (op " + std::to_string(i) +
+                                             ", " + op_name(program_.ops[i].op) +
+                                             ") is held now but was not when the trace "
+                                             "compiled: this replay runs interpreted");
+    }
+    return true;
+  }
+  return false;
+}
+
+Tensor FusedTrace::output_for(int i, const std::vector<Tensor>& externals,
+                              const std::vector<Tensor>& v) const {
+  const TraceOp& op = program_.ops[i];
+  if (op.in_place) return resolve(op.target, externals, v);
+  const OutputMeta& m = op.meta;
+  if (memory_.offset[i] >= 0) {
+    if (!arena_) arena_ = Storage::allocate(static_cast<size_t>(memory_.arena_bytes), m.device);
+    return Tensor::make_view(arena_, m.sizes, contiguous_strides(m.sizes),
+                             memory_.offset[i] / itemsize(m.dtype), m.dtype);
+  }
+  return Tensor::make(m.sizes, m.dtype, m.device);
+}
+
+OpCall FusedTrace::call_for(int i, const std::vector<Tensor>& externals,
+                            const std::vector<Scalar>& scalars,
+                            const std::vector<Tensor>& v) const {
+  const TraceOp& op = program_.ops[i];
+  OpCall call{op.op, {}, {}, op.attrs};
+  for (const InputRef& r : op.inputs) call.inputs.push_back(resolve(r, externals, v));
+  for (size_t k = 0; k < op.scalar_kinds.size(); ++k)
+    call.scalars.push_back(scalar_arg(scalars, i, static_cast<int>(k)));
+  return call;
+}
+
+void FusedTrace::run_eager_step(const Step& step, const std::vector<Tensor>& externals,
+                                const std::vector<Scalar>& scalars, std::vector<Tensor>& v,
+                                const Tensor& out) const {
+  const int i = step.op;
+  const OpCall call = call_for(i, externals, scalars, v);
+  if (step.kind == Step::Kind::View) {
+    v[i] = execute(call, infer_output(call));
+    return;
+  }
+  v[i] = out;
+  execute_into(call, program_.ops[i].meta, v[i]);
+}
+
+void FusedTrace::hand_out(std::vector<Tensor>& values, const std::vector<Tensor>& v,
+                          const std::vector<bool>& wanted) const {
+  const size_t n = program_.ops.size();
+  values.assign(n, Tensor());
+  for (size_t i = 0; i < n; ++i) {
+    const bool want =
+        (i < wanted.size() && wanted[i]) || (i < program_.live.size() && program_.live[i]);
+    if (want && plan_.canonical[i] == static_cast<int>(i)) values[i] = v[i];
+  }
+}
+
+void FusedTrace::scalar_payloads(const std::vector<int>& slots,
+                                 const std::vector<uint8_t>& is_float,
+                                 const std::vector<Scalar>& scalars, int64_t* out) const {
+  for (size_t q = 0; q < slots.size(); ++q) {
+    const Scalar& x = scalars[static_cast<size_t>(slots[q])];
+    if (is_float[q]) {
+      const double d = x.to_double();
+      std::memcpy(&out[q], &d, 8);
+    } else {
+      out[q] = x.to_int();
+    }
+  }
+}
+
+}  // namespace kiln::jit
