@@ -315,6 +315,11 @@ class Lowerer {
   // reduce_accumulators.h), so fused and eager results agree to the last few ulps even
   // where a cancellation follows (x - mean(x) of a constant row); integer sums in `out`.
   DType acc_type(DType out) const { return is_floating(out) ? DType::Float64 : out; }
+  // The type a row's statistics are kept in: float for 16-bit values (a cast to `out`
+  // would round them to 16 bits, which the eager kernels do not).
+  static DType compute(DType out) {
+    return out == DType::Float16 || out == DType::BFloat16 ? DType::Float32 : out;
+  }
   int32_t sum_acc(int32_t x, DType out) {
     const DType acc = acc_type(out);
     return node(KOp::ReduceSum, acc, cast(x, acc));
@@ -359,8 +364,10 @@ class Lowerer {
         const int32_t s = sum_acc(e, out);
         const DType acc = acc_type(out);
         if (op.op == OpId::Softmax)
-          return node(KOp::Mul, out, e, cast(node(KOp::Div, acc, constant(1, acc), s), out));
-        return node(KOp::Sub, out, x, node(KOp::Add, out, max, cast(node(KOp::Log, acc, s), out)));
+          return node(KOp::Mul, out, e,
+                      cast(node(KOp::Div, acc, constant(1, acc), s), compute(out)));
+        return node(KOp::Sub, out, x,
+                    node(KOp::Add, out, max, cast(node(KOp::Log, acc, s), compute(out))));
       }
       case OpId::LayerNorm: {
         // As ops/cpu/layer_norm.cpp: mean and variance in double, then
@@ -369,9 +376,9 @@ class Lowerer {
         const int32_t mean = mean_acc(x, out);
         const int32_t var = node(KOp::Div, acc, squared_deviations(x, mean, out),
                                  cast(node(KOp::ReduceCount, DType::Float64), acc));
-        const int32_t r =
-            cast(node(KOp::Rsqrt, acc, node(KOp::Add, acc, var, cast(scalar(i, 0), acc))), out);
-        int32_t y = node(KOp::Mul, out, node(KOp::Sub, out, x, cast(mean, out)), r);
+        const int32_t r = cast(
+            node(KOp::Rsqrt, acc, node(KOp::Add, acc, var, cast(scalar(i, 0), acc))), compute(out));
+        int32_t y = node(KOp::Mul, out, node(KOp::Sub, out, x, cast(mean, compute(out))), r);
         if (op.inputs.size() > 1)
           y = node(KOp::Mul, out, y, cast(input(op.inputs[1], g_.shape), out));
         if (op.inputs.size() > 2)

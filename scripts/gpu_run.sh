@@ -12,10 +12,13 @@
 #      for 3.11; the machine's own python3 is 3.12 with PyTorch 2.11)
 #   4. the C++ benchmarks (eager overhead incl. the CUDA tiny op; CPU bandwidth)
 #   5. bench/py_overhead.py, if present: kiln on python3.11, PyTorch on python3
+#   6. bench/gpu_workloads.py, if present: the GPU workloads of BENCHMARKS.md, kiln eager
+#      and traced (workers under python3.11) against PyTorch eager and torch.compile
+#      (workers under python3), one table; JSON to $OUT/gpu_workloads.json
 # and prints a summary table last (the tool returns only the output's last 12,000
 # characters). Logs, JUnit XML and benchmark JSON go to $OUT (at most 8 files).
 # Each step has a time limit and the whole run stays inside KILN_GPU_BUDGET_S
-# (default 540 s), so the summary is printed even when a step hangs.
+# (default 590 s), so the summary is printed even when a step hangs.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
@@ -23,7 +26,7 @@ OUT="${OUT:-/tmp/kiln-gpu-out}"
 mkdir -p "$OUT"
 G="$ROOT/.gpu"
 DEB_ROOT=/tmp/kilndeb
-BUDGET_S="${KILN_GPU_BUDGET_S:-540}"
+BUDGET_S="${KILN_GPU_BUDGET_S:-590}"
 START_S=$(date +%s)
 SUMMARY="$OUT/summary.txt"
 
@@ -33,7 +36,8 @@ FAILED=0
 left_s() { echo $((BUDGET_S - ($(date +%s) - START_S))); }
 
 # step NAME MAX_SECONDS CMD...: runs CMD under a time limit (the smaller of MAX_SECONDS
-# and what is left of the budget), records status and duration for the summary.
+# and what is left of the budget, given to CMD as STEP_LIMIT_S), records status and
+# duration for the summary.
 step() {
   local name="$1" max="$2"
   shift 2
@@ -50,7 +54,7 @@ step() {
   local t0 rc
   t0=$(date +%s)
   # Functions run in a child bash (timeout needs a program); they are exported below.
-  timeout --kill-after=10 "$max" bash -c "$*"
+  STEP_LIMIT_S="$max" timeout --kill-after=10 "$max" bash -c "$*"
   rc=$?
   local dt=$(($(date +%s) - t0)) status=ok
   ((rc == 0)) || { status="FAIL($rc)"; FAILED=$((FAILED + 1)); }
@@ -142,9 +146,25 @@ py_overhead_torch_step() {
   PYTHONUNBUFFERED=1 python3 bench/py_overhead.py --backend torch 2>&1 | tee -a "$OUT/py_overhead.txt"
 }
 
+# The GPU workloads: the script runs under python3 (PyTorch) and starts kiln's workers
+# through a wrapper that runs the carried 3.11 with kiln's environment (py311 above).
+# It stops its workers and prints its tables before its --budget is spent.
+gpu_workloads_step() {
+  local kiln_python="$DEB_ROOT/kiln-python3.11"
+  {
+    echo '#!/usr/bin/env bash'
+    declare -p G DEB_ROOT PY311 CUBLAS_DIR
+    declare -f kiln_env py311
+    echo 'py311 "$@"'
+  } >"$kiln_python"
+  chmod +x "$kiln_python"
+  PYTHONUNBUFFERED=1 python3 bench/gpu_workloads.py --kiln-python "$kiln_python" \
+    --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/gpu_workloads.json"
+}
+
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
 export -f kiln_env py311 setup_step tests_step demo_step pytest_step bench_step \
-  py_overhead_kiln_step py_overhead_torch_step
+  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step
 
 summary() {
   echo
@@ -191,6 +211,11 @@ PYEOF
     echo "-- Python per-op overhead"
     cat "$OUT/py_overhead.txt"
   fi
+  if [[ -s "$OUT/gpu_workloads.json" ]]; then
+    echo "-- GPU workloads (bench/gpu_workloads.py; full report in gpu_run.log)"
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["tables"])' \
+      "$OUT/gpu_workloads.json"
+  fi
   echo "total: $(($(date +%s) - START_S)) s; files in \$OUT: $(cd "$OUT" && ls | tr '\n' ' ')"
 }
 
@@ -205,6 +230,11 @@ main() {
     step "py_overhead torch (3.12)" 60 py_overhead_torch_step
   else
     STEP_ROWS+=("$(printf '%-28s %-10s %6s' "py_overhead" "NOT RUN" "-") (bench/py_overhead.py absent)")
+  fi
+  if [[ -f bench/gpu_workloads.py ]]; then
+    step "GPU workloads" 300 gpu_workloads_step
+  else
+    STEP_ROWS+=("$(printf '%-28s %-10s %6s' "GPU workloads" "NOT RUN" "-") (bench/gpu_workloads.py absent)")
   fi
   summary | tee "$SUMMARY"
   ((FAILED == 0))  # the exit status: 0 only if every step passed

@@ -621,15 +621,22 @@ void TraceRecorder::region_enter(const RegionOptions& options, const UserSite& s
 }
 
 void TraceRecorder::region_exit(bool by_exception) {
+  // The region ends even when ending its walk throws (pending work that runs out of
+  // memory): a region left open would keep every later op of this thread in region mode.
+  struct Pop {
+    TraceRecorder& r;
+    ~Pop() {
+      if (!r.regions_.empty()) {
+        r.regions_.pop_back();
+        r.region_sites_.pop_back();
+      }
+    }
+  } pop{*this};
   if (by_exception) {
     end_walk(Boundary::Abort, break_reason_text(BreakReason::UserException),
              region_sites_.empty() ? UserSite{} : region_sites_.back());
   } else {
     end_walk(Boundary::Region, "", {});
-  }
-  if (!regions_.empty()) {
-    regions_.pop_back();
-    region_sites_.pop_back();
   }
 }
 

@@ -46,8 +46,9 @@ struct CudaKernel {
 
 unsigned launch_block(const LoweredKernel& k) {
   if (k.kernel.kind == Kernel::Kind::Pointwise) return 256;
-  unsigned b = 32;  // one block per row, about 4 elements per thread and pass
-  while (b < 1024 && static_cast<int64_t>(b) * 4 < k.cols) b *= 2;
+  // One block per row; up to 8 elements per thread stay in registers (cuda_codegen.h).
+  unsigned b = 32;
+  while (b < 1024 && static_cast<int64_t>(b) * 8 < k.cols) b *= 2;
   return b;
 }
 

@@ -433,6 +433,108 @@ class Emitter {
       if (a >= 0) prepare_rows(a, seen);
   }
 
+  // One row's passes. cached: this thread's elements are j = threadIdx.x + u * blockDim.x
+  // for u < kCached, loaded once into registers c<operand>[u].
+  void row_body(bool cached) {
+    auto streamed = [&](int o) {
+      const KOperand& op = k_.operands[o];
+      const std::string b = "b" + std::to_string(o);
+      if (op.row_level || op.inner == InnerStride::Broadcast) return b + "[0]";
+      return b + "[" + inner_offset(o, "j") + "]";
+    };
+    auto is_cached = [&](int o) {
+      const KOperand& op = k_.operands[o];
+      return cached && op.loaded && !op.row_level && op.inner != InnerStride::Broadcast;
+    };
+    row_.clear();
+    if (cached) {  // load every element this thread covers once
+      for (int o = 0; o < l_.operands; ++o)
+        if (is_cached(o))
+          line(stype(k_.operands[o].dtype) + " c" + std::to_string(o) + "[" +
+               std::to_string(kCached) + "];");
+      open_cols_loop(true);
+      for (int o = 0; o < l_.operands; ++o)
+        if (is_cached(o)) line("c" + std::to_string(o) + "[u] = " + streamed(o) + ";");
+      close_cols_loop();
+    }
+    element_ = [=](int o) { return is_cached(o) ? "c" + std::to_string(o) + "[u]" : streamed(o); };
+    const int stages = k_.stages();
+    for (int s = 1; s <= stages; ++s) {
+      std::vector<int> reds;
+      for (size_t i = 0; i < k_.nodes.size(); ++i)
+        if (is_reduction(k_.nodes[i].op) && k_.nodes[i].stage == s)
+          reds.push_back(static_cast<int>(i));
+      if (reds.empty()) continue;
+      std::vector<uint8_t> seen(k_.nodes.size(), 0);
+      for (int i : reds) prepare_rows(k_.nodes[i].in[0], seen);
+      std::vector<std::string> acc;
+      for (int i : reds) {
+        acc.push_back(tmp());
+        line(ctype(k_.nodes[i].dtype) + " " + acc.back() + " = " +
+             identity(k_.nodes[i].op, k_.nodes[i].dtype) + ";");
+      }
+      open_cols_loop(cached);
+      memo_.clear();
+      for (size_t q = 0; q < reds.size(); ++q) {
+        const KNode& n = k_.nodes[reds[q]];
+        line(acc[q] + " = " + reducer(n.op, n.dtype) + "(" + acc[q] + ", " + value(n.in[0]) + ");");
+      }
+      memo_.clear();
+      close_cols_loop();
+      for (size_t q = 0; q < reds.size(); ++q) {
+        const KNode& n = k_.nodes[reds[q]];
+        line(acc[q] + " = kiln_block_reduce(" + acc[q] + ", " + reducer(n.op, n.dtype) +
+             ", smem);");
+        row_[reds[q]] = acc[q];
+      }
+    }
+    std::vector<KStore> full;
+    for (const KStore& st : k_.stores) {
+      if (!k_.operands[st.operand].row_level) {
+        full.push_back(st);
+        continue;
+      }
+      std::vector<uint8_t> seen(k_.nodes.size(), 0);
+      prepare_rows(st.node, seen);
+      line("if (threadIdx.x == 0) {");
+      ++indent_;
+      line("const long long j = 0;");
+      line("const int u = 0;");
+      memo_.clear();
+      line(element_(st.operand) + " = " +
+           to_storage(k_.operands[st.operand].dtype, value(st.node)) + ";");
+      memo_.clear();
+      close_cols_loop();
+    }
+    if (!full.empty()) {
+      std::vector<uint8_t> seen(k_.nodes.size(), 0);
+      for (const KStore& st : full) prepare_rows(st.node, seen);
+      open_cols_loop(cached);
+      memo_.clear();
+      for (const KStore& st : full)
+        line(element_(st.operand) + " = " +
+             to_storage(k_.operands[st.operand].dtype, value(st.node)) + ";");
+      memo_.clear();
+      close_cols_loop();
+    }
+  }
+  void open_cols_loop(bool cached) {
+    if (cached) {
+      line("#pragma unroll");
+      line("for (int u = 0; u < " + std::to_string(kCached) + "; ++u) {");
+      ++indent_;
+      line("const long long j = threadIdx.x + static_cast<long long>(u) * blockDim.x;");
+      line("if (j >= cols) break;");
+    } else {
+      line("for (long long j = threadIdx.x; j < cols; j += blockDim.x) {");
+      ++indent_;
+    }
+  }
+  void close_cols_loop() {
+    --indent_;
+    line("}");
+  }
+
   void emit_rows() {
     line("__shared__ unsigned long long smem[32];");
     line("const long long cols = " + shape(l_.rank - 1) + ";");
@@ -457,82 +559,25 @@ class Emitter {
     for (int o = 0; o < l_.operands; ++o)
       line(stype(k_.operands[o].dtype) + "* b" + std::to_string(o) + " = p" + std::to_string(o) +
            " + (" + base[o] + ");");
-    element_ = [&](int o) {
-      const KOperand& op = k_.operands[o];
-      const std::string b = "b" + std::to_string(o);
-      if (op.row_level || op.inner == InnerStride::Broadcast) return b + "[0]";
-      return b + "[" + inner_offset(o, "j") + "]";
-    };
-    row_.clear();
+    // Rows of up to kCached elements per thread keep the loaded values in registers
+    // (one read of global memory per element); longer rows stream every pass.
+    line("if (cols <= " + std::to_string(kCached) + "LL * blockDim.x) {");
+    ++indent_;
+    row_body(true);
+    --indent_;
+    line("} else {");
+    ++indent_;
+    row_body(false);
+    --indent_;
+    line("}");
     const int stages = k_.stages();
-    for (int s = 1; s <= stages; ++s) {
-      std::vector<int> reds;
-      for (size_t i = 0; i < k_.nodes.size(); ++i)
-        if (is_reduction(k_.nodes[i].op) && k_.nodes[i].stage == s)
-          reds.push_back(static_cast<int>(i));
-      if (reds.empty()) continue;
-      std::vector<uint8_t> seen(k_.nodes.size(), 0);
-      for (int i : reds) prepare_rows(k_.nodes[i].in[0], seen);
-      std::vector<std::string> acc;
-      for (int i : reds) {
-        acc.push_back(tmp());
-        line(ctype(k_.nodes[i].dtype) + " " + acc.back() + " = " +
-             identity(k_.nodes[i].op, k_.nodes[i].dtype) + ";");
-      }
-      line("for (long long j = threadIdx.x; j < cols; j += blockDim.x) {");
-      ++indent_;
-      memo_.clear();
-      for (size_t q = 0; q < reds.size(); ++q) {
-        const KNode& n = k_.nodes[reds[q]];
-        line(acc[q] + " = " + reducer(n.op, n.dtype) + "(" + acc[q] + ", " + value(n.in[0]) + ");");
-      }
-      memo_.clear();
-      --indent_;
-      line("}");
-      for (size_t q = 0; q < reds.size(); ++q) {
-        const KNode& n = k_.nodes[reds[q]];
-        line(acc[q] + " = kiln_block_reduce(" + acc[q] + ", " + reducer(n.op, n.dtype) +
-             ", smem);");
-        row_[reds[q]] = acc[q];
-      }
-    }
-    std::vector<KStore> full;
-    for (const KStore& st : k_.stores) {
-      if (!k_.operands[st.operand].row_level) {
-        full.push_back(st);
-        continue;
-      }
-      std::vector<uint8_t> seen(k_.nodes.size(), 0);
-      prepare_rows(st.node, seen);
-      line("if (threadIdx.x == 0) {");
-      ++indent_;
-      line("const long long j = 0;");
-      memo_.clear();
-      line(element_(st.operand) + " = " +
-           to_storage(k_.operands[st.operand].dtype, value(st.node)) + ";");
-      memo_.clear();
-      --indent_;
-      line("}");
-    }
-    if (!full.empty()) {
-      std::vector<uint8_t> seen(k_.nodes.size(), 0);
-      for (const KStore& st : full) prepare_rows(st.node, seen);
-      line("for (long long j = threadIdx.x; j < cols; j += blockDim.x) {");
-      ++indent_;
-      memo_.clear();
-      for (const KStore& st : full)
-        line(element_(st.operand) + " = " +
-             to_storage(k_.operands[st.operand].dtype, value(st.node)) + ";");
-      memo_.clear();
-      --indent_;
-      line("}");
-    }
     // The next row reuses smem: nobody may still be reading this row's partials.
     if (stages > 0) line("__syncthreads();");
     --indent_;
     line("}");
   }
 
+  static constexpr int kCached = 8;  // elements per thread a row keeps in registers
   const Kernel& k_;
   ArgsLayout l_;
   std::string out_;

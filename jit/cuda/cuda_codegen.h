@@ -12,7 +12,8 @@
 // is contiguous or broadcast, each thread handles 4 elements with aligned vector loads
 // and stores (checked at run time; the tail and misaligned pointers take the scalar loop).
 // Row kernels run one block per row (grid-stride over rows): one pass per reduction stage
-// with a deterministic block reduction, then a pass storing the full-size outputs.
+// with a deterministic block reduction, then a pass storing the full-size outputs; a row
+// of at most 8 elements per thread is read from memory once and kept in registers.
 // float16/bfloat16 are stored as 16 bits and computed in float32, as on the CPU.
 #pragma once
 
