@@ -17,6 +17,7 @@
 
 #include "jit/cuda/cuda_codegen.h"
 #include "jit/cuda/cuda_graph_plan.h"
+#include "jit/cuda/matmul_epilogue.h"
 #include "jit/cuda/nvrtc_compiler.h"
 #include "jit/debug_dump.h"
 #include "jit/fused_trace.h"
@@ -62,9 +63,13 @@ unsigned launch_grid(const LoweredKernel& k, unsigned block, int sms) {
 class FusedCudaTrace final : public FusedTrace {
  public:
   FusedCudaTrace(TraceProgram program, FusionPlan plan, MemoryPlan memory,
-                 std::vector<std::unique_ptr<CudaKernel>> kernels, Device device)
+                 std::vector<std::unique_ptr<CudaKernel>> kernels,
+                 std::map<int, FoldedMatmul> folds, std::map<int, std::unique_ptr<LtMatmul>> gemms,
+                 Device device)
       : FusedTrace(std::move(program), std::move(plan), std::move(memory)),
         kernels_(std::move(kernels)),
+        folds_(std::move(folds)),
+        gemms_(std::move(gemms)),
         device_(device),
         graph_(device.index) {
     if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::string(g) == "0")
@@ -91,7 +96,15 @@ class FusedCudaTrace final : public FusedTrace {
         run_eager_step(step, externals, scalars, v, Tensor());
       } else if (step.kind == Step::Kind::Library) {
         const int i = step.op;
-        calls[s] = call_for(i, externals, scalars, v);
+        if (auto f = folds_.find(static_cast<int>(s)); f != folds_.end()) {
+          // a @ b + bias (+ act): the GEMM's operands stand in the call's inputs.
+          const TraceOp& mm = program_.ops[f->second.matmul];
+          calls[s].inputs = {resolve(mm.inputs[0], externals, v),
+                             resolve(mm.inputs[1], externals, v),
+                             resolve(f->second.bias, externals, v)};
+        } else {
+          calls[s] = call_for(i, externals, scalars, v);
+        }
         v[i] = library_output(i, externals, v);
         if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
         for (const Tensor& t : calls[s].inputs)
@@ -125,7 +138,15 @@ class FusedCudaTrace final : public FusedTrace {
         const Step& step = plan_.steps[s];
         if (step.kind == Step::Kind::Library) {
           const int i = step.op;
-          execute_into(calls[s], program_.ops[i].meta, v[i]);
+          if (auto g = gemms_.find(static_cast<int>(s)); g != gemms_.end()) {
+            const auto& in = calls[s].inputs;
+            for (const Tensor& t : in)
+              if (!t.is_contiguous())  // the guards make this impossible
+                throw std::logic_error("[cuda jit] a folded GEMM operand is not contiguous");
+            g->second->run(in[0].data_ptr(), in[1].data_ptr(), in[2].data_ptr(), v[i].data_ptr());
+          } else {
+            execute_into(calls[s], program_.ops[i].meta, v[i]);
+          }
           if (user[i].defined() && v[i].numel() > 0)
             graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
                         static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
@@ -209,6 +230,8 @@ class FusedCudaTrace final : public FusedTrace {
   }
 
   std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
+  std::map<int, FoldedMatmul> folds_;                 // library steps that are a folded GEMM
+  std::map<int, std::unique_ptr<LtMatmul>> gemms_;    // ... and their cuBLASLt plans
   Device device_;
   mutable std::mutex mutex_;
   mutable CudaGraphPlan graph_;
@@ -235,12 +258,27 @@ class NvrtcCudaBackend final : public tracer::TraceBackend {
     DebugDump dump;
     std::set<int> banned;
     std::vector<std::string> fallbacks;
+    bool fold_gemms = true;
     for (;;) {
       FusionOptions options;
       options.can_fuse = [&](const TraceProgram& p, int i) {
         return !banned.count(i) && can_lower(p, i, DeviceType::CUDA);
       };
       FusionPlan plan = plan_fusion(program, options);
+      std::map<int, FoldedMatmul> folds;
+      std::map<int, std::unique_ptr<LtMatmul>> gemms;
+      if (fold_gemms) {
+        try {
+          folds = fold_matmul_epilogues(program, plan);
+          for (const auto& [s, f] : folds)
+            gemms[s] = std::make_unique<LtMatmul>(device.index, program.ops[f.matmul].meta.dtype,
+                                                  f.m, f.n, f.k, f.epilogue);
+        } catch (const std::exception& e) {
+          fold_gemms = false;
+          fallbacks.push_back(std::string("matmul epilogues left unfused: ") + e.what());
+          continue;
+        }
+      }
       std::vector<std::unique_ptr<CudaKernel>> kernels(plan.steps.size());
       std::string source = cuda_prelude(), kernel_text;
       std::vector<std::string> names;
@@ -302,7 +340,8 @@ class NvrtcCudaBackend final : public tracer::TraceBackend {
                                       timing + "total: " + std::to_string(ms_since(t0)) + " ms\n");
       }
       return std::make_unique<FusedCudaTrace>(program, std::move(plan), std::move(memory),
-                                              std::move(kernels), device);
+                                              std::move(kernels), std::move(folds),
+                                              std::move(gemms), device);
     }
   }
 };

@@ -662,7 +662,7 @@ TEST_F(JitCuda, InPlaceOptimizerStepReplayed) {
 TEST_F(JitCuda, MlpMatmulsWithFusedEpilogues) {
   const Tol tol{1e-4, 1e-3};
   {
-    SCOPED_TRACE("relu(x @ w1 + b1) @ w2 + b2: 2 matmuls, 2 epilogues");
+    SCOPED_TRACE("relu(x @ w1 + b1) @ w2 + b2: 2 cuBLASLt GEMMs (RELU_BIAS, BIAS), no kernel");
     const std::vector<In> ins = {in({32, 48}, kF32), in({48, 64}, kF32), in({64}, kF32),
                                  in({64, 16}, kF32), in({16}, kF32)};
     const int kernels = expect_fused(
@@ -671,8 +671,41 @@ TEST_F(JitCuda, MlpMatmulsWithFusedEpilogues) {
           Tensor h = kiln::relu(kiln::matmul(v[0], v[1]) + v[2]);
           return kiln::matmul(h, v[3]) + v[4];
         },
-        tol, 4);
+        tol, 2);
     RecordProperty("mlp_matmul_kernels", kernels);
+    const std::vector<std::string> notes = tr::explain().traces.at(0).notes;
+    EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](const std::string& n) {
+      return n.find("RELU_BIAS epilogue") != std::string::npos;
+    })) << tr::explain().table();
+  }
+  {
+    SCOPED_TRACE("gelu_tanh(x @ w + b) in 16 bits: one GEMM with the GELU_BIAS epilogue");
+    for (DType d : {DType::Float16, DType::BFloat16}) {
+      const std::vector<In> ins = {in({64, 32}, d, {-0.5, 0.5}), in({32, 128}, d, {-0.5, 0.5}),
+                                   in({128}, d)};
+      expect_fused(
+          ins,
+          [](const std::vector<Tensor>& v) {
+            return kiln::gelu(kiln::matmul(v[0], v[1]) + v[2], true);
+          },
+          pw_tol(d), 1, false);
+    }
+  }
+  {
+    SCOPED_TRACE("the pre-activation is held too: BIAS epilogue, relu stays a kernel");
+    const std::vector<In> ins = {in({40, 24}, kF32), in({24, 56}, kF32), in({1, 56}, kF32)};
+    const auto g = build(ins, gpu());
+    tr::reset();
+    Tensor pre, post;
+    for (int i = 0; i < 4; ++i) {
+      tr::Region region;
+      pre = kiln::matmul(g[0], g[1]) + g[2];
+      post = kiln::relu(pre) * 2.0;
+    }
+    const Tensor want_pre = eager([&] { return kiln::matmul(g[0], g[1]) + g[2]; });
+    EXPECT_TRUE(all_close(pre, read(want_pre), tol));
+    EXPECT_TRUE(all_close(post, read(eager([&] { return kiln::relu(want_pre) * 2.0; })), tol));
+    expect_cuda_traces(1);
   }
   {
     SCOPED_TRACE("softmax(linear(relu(linear(x)))): 2 library calls, 2 fused kernels");
