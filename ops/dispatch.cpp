@@ -2,6 +2,7 @@
 
 #include "ops/kernels.h"
 #include "runtime/error.h"
+#include "tracer/profiler.h"
 
 namespace kiln {
 namespace {
@@ -92,6 +93,7 @@ Tensor dispatch(const OpCall& call) {
 }
 
 Tensor execute(const OpCall& call, const OutputMeta& meta) {
+  profiler::Span span(profiler::Kind::Op, meta.device, [&] { return std::string(call.name()); });
   if (call.info().family == OpFamily::View) {
     return Tensor::make_view(call.inputs[0].storage(), meta.sizes, meta.strides, meta.offset,
                              meta.dtype);
@@ -126,6 +128,7 @@ void dispatch_into(const OpCall& call, const Tensor& out) {
 }
 
 void execute_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) {
+  profiler::Span span(profiler::Kind::Op, meta.device, [&] { return std::string(call.name()); });
   if (meta.dtype == out.dtype() || call.op == OpId::Cast ||
       call.info().family == OpFamily::Factory) {
     run_kernel(call, out);

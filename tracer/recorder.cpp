@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "runtime/error.h"
 #include "tracer/api.h"
 #include "tracer/config.h"
+#include "tracer/profiler.h"
 
 namespace kiln::tracer {
 namespace {
@@ -434,6 +436,10 @@ void TraceRecorder::materialize(size_t count) {
   if (count == 0) return;
   FlagScope guard(in_boundary_);
   const TraceProgram program = program_for(node_);
+  profiler::Span span(profiler::Kind::Materialize, program.ops[0].meta.device, [&] {
+    return detail::cat("materialize ", count, " op(s) eagerly (trace at ",
+                       anchor_->state.site.str(), ")");
+  });
   std::vector<Tensor> values;
   const int64_t start = now_ns();
   interpret(program, count, externals_, scalars_, values);
@@ -477,6 +483,13 @@ void TraceRecorder::flush() {
 void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const UserSite& site) {
   if (mode_ == Mode::Idle) return;
   FlagScope guard(in_boundary_);
+  std::optional<profiler::Span> break_span;
+  if ((kind == Boundary::Break || kind == Boundary::Abort) && profiler::tls_active) {
+    break_span.emplace(profiler::Kind::GraphBreak, Device(DeviceType::CPU), [&] {
+      return detail::cat("graph break ", reason, " at ", site.known() ? site.short_file() : "?",
+                         ":", site.line);
+    });
+  }
   bool ran_plan = false;
   try {
     if (mode_ == Mode::Replay && node_ != &anchor_->root) {
@@ -495,7 +508,20 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
         std::vector<bool> wanted(plan.program.ops.size(), false);
         for (size_t i = 0; i < wanted.size() && i < outputs_.size(); ++i)
           wanted[i] = !outputs_[i].expired();
-        plan.executable->run(externals_, scalars_, values, wanted);
+        {
+          profiler::Span span(profiler::Kind::Replay, plan.program.ops[0].meta.device,
+                              [&] { return detail::cat("replay trace ", plan.id); });
+          if (profiler::Event* e = span.event()) {
+            e->trace_id = plan.id;
+            e->backend = plan.executable->backend_name();
+            e->kernels = plan.executable->kernel_count();
+            e->ops = static_cast<int>(plan.program.ops.size());
+          }
+          const int64_t start = now_ns();
+          plan.executable->run(externals_, scalars_, values, wanted);
+          replay_ns_ += now_ns() - start;
+          replay_ops_ += static_cast<int64_t>(plan.program.ops.size());
+        }
         if (config().verify) {
           for (size_t i = 0; i < values.size(); ++i) {
             if (!plan.program.live[i] && !(i < outputs_.size() && !outputs_[i].expired())) continue;
@@ -525,8 +551,22 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
     maybe_compile(node_, site);
   }
   const int64_t eager_ns = ran_plan ? 0 : walk_eager_ns_;
+  const int64_t eager_ops = ran_plan || mode_ == Mode::Eager || mode_ == Mode::EagerSingle ||
+                                    node_ == nullptr || node_ == &anchor_->root
+                                ? 0
+                                : node_->depth;
   clear_walk();
-  if (kind == Boundary::Break || kind == Boundary::Abort) note_break(reason, site, eager_ns);
+  if (kind == Boundary::Break || kind == Boundary::Abort) {
+    note_break(reason, site, eager_ns, eager_ops);
+    if (profiler::Event* e = break_span ? break_span->event() : nullptr) {
+      e->reason = reason;
+      e->file = site.file;
+      e->line = site.line;
+      e->function = site.function;
+      e->eager_ns = eager_ns;
+      e->ops = static_cast<int>(eager_ops);
+    }
+  }
 }
 
 void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
@@ -545,10 +585,19 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
     return;
   }
   TraceProgram program = program_for(node);
+  const int trace_id = state.compiles == 0 ? next_trace_id_ : state.first_trace_id;
+  profiler::Span span(profiler::Kind::Compile, Device(DeviceType::CPU),
+                      [&] { return detail::cat("compile trace ", trace_id); });
   const int64_t start = now_ns();
   std::unique_ptr<Executable> executable = compile_trace(program);
   const double compile_ms = (now_ns() - start) / 1e6;
   if (!executable) return;
+  if (profiler::Event* e = span.event()) {
+    e->trace_id = trace_id;
+    e->backend = executable->backend_name();
+    e->kernels = executable->kernel_count();
+    e->ops = static_cast<int>(program.ops.size());
+  }
   auto plan = std::make_shared<CompiledTrace>();
   plan->generation = state.compiles;
   plan->id = state.compiles == 0 ? next_trace_id_++ : state.first_trace_id;
@@ -591,15 +640,17 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
   compiled_.push_back(std::move(plan));
 }
 
-void TraceRecorder::note_break(const std::string& reason, const UserSite& site, int64_t eager_ns) {
+void TraceRecorder::note_break(const std::string& reason, const UserSite& site, int64_t eager_ns,
+                               int64_t eager_ops) {
   for (BreakStats& b : breaks_) {
     if (b.reason == reason && b.site == site) {
       ++b.count;
       b.eager_ns += eager_ns;
+      b.eager_ops += eager_ops;
       return;
     }
   }
-  breaks_.push_back(BreakStats{reason, site, 1, eager_ns});
+  breaks_.push_back(BreakStats{reason, site, 1, eager_ns, eager_ops});
   log_line(kLogGraphBreaks, detail::cat("graph break at ", site.str(), ": ", reason));
 }
 
@@ -669,6 +720,7 @@ void TraceRecorder::reset() {
   recompiles_.clear();
   eager_anchors_.clear();
   ops_recorded_ = ops_replayed_ = 0;
+  replay_ns_ = replay_ops_ = 0;
   next_trace_id_ = 1;
 }
 
@@ -699,6 +751,8 @@ ExplainReport TraceRecorder::explain() const {
     br.function = b.site.function;
     br.count = b.count;
     br.eager_ms = b.eager_ns / 1e6;
+    br.eager_ops = b.eager_ops;
+    br.est_saving_ms = estimate_saving_ms(br.eager_ms, b.eager_ops, replay_ns_per_op());
     r.breaks.push_back(std::move(br));
   }
   std::stable_sort(
@@ -708,6 +762,7 @@ ExplainReport TraceRecorder::explain() const {
   r.eager_anchors = eager_anchors_;
   r.ops_recorded = ops_recorded_;
   r.ops_replayed = ops_replayed_;
+  r.replay_ns_per_op = replay_ns_per_op();
   return r;
 }
 

@@ -55,6 +55,12 @@ class TraceRecorder final : public DispatchHook {
   bool enabled() const { return enabled_; }
   void reset();
   ExplainReport explain() const;
+  // Measured time of compiled-trace replays per op on this thread (the plans' runs, ns);
+  // -1 before the first replay. The basis of the graph-break saving estimates.
+  double replay_ns_per_op() const {
+    return replay_ops_ > 0 ? static_cast<double>(replay_ns_) / static_cast<double>(replay_ops_)
+                           : -1.0;
+  }
 
   static TraceRecorder& current();  // this thread's recorder
 
@@ -68,6 +74,7 @@ class TraceRecorder final : public DispatchHook {
     UserSite site;
     int64_t count = 0;
     int64_t eager_ns = 0;
+    int64_t eager_ops = 0;
   };
 
   bool active() const { return enabled_ || !regions_.empty(); }
@@ -91,7 +98,8 @@ class TraceRecorder final : public DispatchHook {
   // Appends a matched or recorded op's inputs, scalars and result to the walk.
   void commit(const OpCall& call, std::vector<Tensor>& new_externals, const Tensor& value);
   Tensor make_lazy(const OutputMeta& meta);
-  void note_break(const std::string& reason, const UserSite& site, int64_t eager_ns);
+  void note_break(const std::string& reason, const UserSite& site, int64_t eager_ns,
+                  int64_t eager_ops);
   TraceProgram program_for(TraceNode* node) const;
   int warmup_for_new_anchor() const;
   void clear_walk();
@@ -124,6 +132,8 @@ class TraceRecorder final : public DispatchHook {
   std::vector<std::string> eager_anchors_;
   int64_t ops_recorded_ = 0;
   int64_t ops_replayed_ = 0;
+  int64_t replay_ns_ = 0;   // time in compiled-trace runs
+  int64_t replay_ops_ = 0;  // ops those runs covered
   int next_trace_id_ = 1;
   bool in_boundary_ = false;
 };

@@ -52,6 +52,12 @@ std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; 
 
 }  // namespace
 
+double estimate_saving_ms(double eager_ms, int64_t eager_ops, double replay_ns_per_op) {
+  if (replay_ns_per_op < 0) return -1;
+  const double replayed_ms = static_cast<double>(eager_ops) * replay_ns_per_op / 1e6;
+  return eager_ms > replayed_ms ? eager_ms - replayed_ms : 0.0;
+}
+
 std::string ExplainReport::table() const {
   std::ostringstream os;
   os << "kiln explain: " << traces.size() << " compiled trace(s), " << breaks.size()
@@ -79,12 +85,18 @@ std::string ExplainReport::table() const {
     }
   }
   if (!breaks.empty()) {
-    os << "\nGraph breaks (most costly first)\n";
-    os << "  count  eager_ms  site                               reason\n";
+    os << "\nGraph breaks (most costly first; est_save_ms: estimated saving if compiled "
+          "through = eager_ms - eager ops x measured replay time per op"
+       << (replay_ns_per_op >= 0 ? " (" + fixed(replay_ns_per_op / 1e3, 3) + " us)"
+                                 : std::string(" (n/a: no replay measured yet)"))
+       << ")\n";
+    os << "  count  eager_ms  est_save_ms  site                               reason\n";
     for (const BreakReport& b : breaks) {
       char line[512];
-      std::snprintf(line, sizeof line, "  %5lld  %8s  %-33s  %s\n", static_cast<long long>(b.count),
-                    fixed(b.eager_ms, 3).c_str(), b.site.c_str(), b.reason.c_str());
+      std::snprintf(line, sizeof line, "  %5lld  %8s  %11s  %-33s  %s\n",
+                    static_cast<long long>(b.count), fixed(b.eager_ms, 3).c_str(),
+                    b.est_saving_ms < 0 ? "n/a" : fixed(b.est_saving_ms, 3).c_str(), b.site.c_str(),
+                    b.reason.c_str());
       os << line;
     }
   }
@@ -117,14 +129,17 @@ std::string ExplainReport::json() const {
                            ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") + "}";
                   })
      << ", \"graph_breaks\": "
-     << json_list(breaks,
-                  [](const BreakReport& b) {
-                    return "{\"reason\": " + quoted(b.reason) + ", \"file\": " + quoted(b.file) +
-                           ", \"line\": " + std::to_string(b.line) +
-                           ", \"function\": " + quoted(b.function) +
-                           ", \"count\": " + std::to_string(b.count) +
-                           ", \"eager_ms\": " + fixed(b.eager_ms, 4) + "}";
-                  })
+     << json_list(
+            breaks,
+            [](const BreakReport& b) {
+              return "{\"reason\": " + quoted(b.reason) + ", \"file\": " + quoted(b.file) +
+                     ", \"line\": " + std::to_string(b.line) +
+                     ", \"function\": " + quoted(b.function) +
+                     ", \"count\": " + std::to_string(b.count) +
+                     ", \"eager_ms\": " + fixed(b.eager_ms, 4) +
+                     ", \"eager_ops\": " + std::to_string(b.eager_ops) + ", \"est_saving_ms\": " +
+                     (b.est_saving_ms < 0 ? std::string("null") : fixed(b.est_saving_ms, 4)) + "}";
+            })
      << ", \"recompiles\": "
      << json_list(recompiles,
                   [](const RecompileReport& r) {
@@ -135,7 +150,8 @@ std::string ExplainReport::json() const {
                   })
      << ", \"eager_anchors\": " << json_list(eager_anchors, quoted)
      << ", \"ops_recorded\": " << ops_recorded << ", \"ops_replayed\": " << ops_replayed
-     << ", \"compile_ms\": " << fixed(compile_ms, 3) << "}";
+     << ", \"compile_ms\": " << fixed(compile_ms, 3) << ", \"replay_ns_per_op\": "
+     << (replay_ns_per_op < 0 ? std::string("null") : fixed(replay_ns_per_op, 1)) << "}";
   return os.str();
 }
 

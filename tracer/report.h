@@ -31,8 +31,19 @@ struct BreakReport {
   int line = 0;
   std::string function;
   int64_t count = 0;
-  double eager_ms = 0;  // time spent running eagerly in trace segments this break cut
+  double eager_ms = 0;    // time spent running eagerly in trace segments this break cut
+  int64_t eager_ops = 0;  // ops those segments ran eagerly
+  // An ESTIMATE of what compiling through the break would save (estimate_saving_ms);
+  // -1 when no replay has been measured on this thread yet.
+  double est_saving_ms = -1;
 };
+
+// The graph-break saving model: the eager time of the cut segments minus the same ops
+// at the measured replay time per op (compiled-trace runs / the ops they covered), at
+// least 0; -1 (unknown) when replay_ns_per_op < 0. An estimate: it assumes the ops
+// around the break would replay at this run's average replay cost per op, and that cost
+// counts the plan's run only, not the per-op dispatch of a lazy walk.
+double estimate_saving_ms(double eager_ms, int64_t eager_ops, double replay_ns_per_op);
 
 struct RecompileReport {
   int trace_id = 0;
@@ -49,6 +60,7 @@ struct ExplainReport {
   int64_t ops_recorded = 0;
   int64_t ops_replayed = 0;
   double compile_ms = 0;
+  double replay_ns_per_op = -1;  // measured; the basis of est_saving_ms
 
   std::string table() const;
   std::string json() const;

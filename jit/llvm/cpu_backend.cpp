@@ -14,6 +14,7 @@
 #include "ops/dispatch.h"
 #include "runtime/parallel.h"
 #include "tracer/config.h"
+#include "tracer/profiler.h"
 
 namespace kiln::jit::llvm_backend {
 namespace {
@@ -73,6 +74,12 @@ class FusedCpuTrace final : public FusedTrace {
       const int64_t* shape = k.lowered.shape.data();
       const int64_t* strides = k.strides.data();
       KernelFn fn = k.fn;
+      profiler::Span span(profiler::Kind::Kernel, Device(DeviceType::CPU), [&] {
+        std::string name = "llvm kernel ";
+        for (size_t g = 0; g < step.group.ops.size(); ++g)
+          name += (g ? "+" : "") + std::string(op_name(program_.ops[step.group.ops[g]].op));
+        return name;
+      });
       parallel_for(0, k.lowered.work, k.grain,
                    [&](int64_t b, int64_t e) { fn(p, shape, strides, scp, b, e); });
     }

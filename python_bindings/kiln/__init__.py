@@ -71,6 +71,8 @@ from ._tracer import (  # noqa: E402,F401  (the tracer: regions, compile, explai
     set_config,
     set_tracing,
 )
+from ._profiler import profile  # noqa: E402,F401  (kiln.profile(): the profiler)
+from ._plot import plot_warmup  # noqa: E402,F401
 from . import cuda  # noqa: E402
 from . import nn  # noqa: E402
 

@@ -88,7 +88,9 @@ def compile(fn=None, *, warmup=None, fullgraph=False, mode="default", name=None)
 
 class Explanation:
     """What the tracer did: ``traces``, ``graph_breaks`` (reason, file, line, function,
-    count, eager_ms: time spent eager because of it), ``recompiles`` (the guard that
+    count, eager_ms: time spent eager because of it, eager_ops, est_saving_ms: an ESTIMATE
+    of what compiling through it would save, eager_ms minus those ops at the measured
+    replay time per op, None before any replay), ``recompiles`` (the guard that
     failed), as lists of dicts. ``str()`` is a table; ``json()`` the raw report."""
 
     def __init__(self, table, raw):
@@ -102,6 +104,7 @@ class Explanation:
         self.ops_recorded = data["ops_recorded"]
         self.ops_replayed = data["ops_replayed"]
         self.compile_ms = data["compile_ms"]
+        self.replay_ns_per_op = data.get("replay_ns_per_op")
 
     def json(self):
         return self._json

@@ -37,6 +37,7 @@ void register_ops();
 void register_interop();
 void register_site();
 void register_tracer();
+void register_profiler();
 
 // The Python class object of kiln.Tensor (set by register_tensor_class).
 PyObject* tensor_type();

@@ -13,4 +13,5 @@ BOOST_PYTHON_MODULE(_kiln) {
   register_interop();
   register_site();
   register_tracer();
+  register_profiler();
 }
