@@ -1,13 +1,18 @@
-// kiln's demo (the README's main command, scripts/demo.sh): eager ops on the CPU, then
-// the same on the GPU when there is one, with a CPU-vs-GPU agreement check.
+// kiln's C++ demo (run by scripts/demo.sh after the Python one, examples/demo.py).
 //
-// It runs a 3-layer MLP forward pass (linear + relu, linear + relu, linear), a softmax
-// over the logits and a few reductions, printing shapes, values and per-call timings.
-// Only the public API is used: ops/api.h, runtime/tensor.h, runtime/cuda_context.h.
+// 1. Warmup: the seed MLP and a transformer block (attention + layer_norm + MLP) as plain
+//    eager code in a loop, with a loss printed every few iterations (item(): a graph
+//    break). kiln's tracer compiles the repeating op stream; the demo prints the
+//    per-iteration time before and after warmup, the speedup and tracer::explain().
+// 2. Eager ops: a 3-layer MLP forward pass, a softmax and a few reductions on the CPU,
+//    then the same on the GPU when there is one, with a CPU-vs-GPU agreement check.
+// Only the public API is used: ops/api.h, runtime/tensor.h, runtime/cuda_context.h,
+// tracer/api.h.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
@@ -16,6 +21,7 @@
 #include "runtime/cuda_context.h"
 #include "runtime/error.h"
 #include "runtime/tensor.h"
+#include "tracer/api.h"
 
 namespace {
 
@@ -68,6 +74,110 @@ double now_us() {
   return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
 }
 
+// ---- 1. warmup: eager model code, faster once the tracer has compiled it
+
+struct Linear {
+  Tensor w, b;
+  Linear(int64_t in, int64_t out, Device d) {
+    double bound = 1.0 / std::sqrt(static_cast<double>(in));
+    w = ((kiln::rand({out, in}) * 2.0 - 1.0) * bound).to(d);
+    b = ((kiln::rand({out}) * 2.0 - 1.0) * bound).to(d);
+  }
+  Tensor operator()(const Tensor& x) const { return kiln::linear(x, w, b); }
+};
+
+// A pre-norm transformer block: x + attn(ln1(x)), then x + mlp(ln2(x)).
+struct Block {
+  int64_t dim, heads;
+  Linear qkv, proj, fc1, fc2;
+  Tensor ln1_w, ln1_b, ln2_w, ln2_b;
+  Block(int64_t c, int64_t h, Device d)
+      : dim(c),
+        heads(h),
+        qkv(c, 3 * c, d),
+        proj(c, c, d),
+        fc1(c, 4 * c, d),
+        fc2(4 * c, c, d),
+        ln1_w(kiln::ones({c}).to(d)),
+        ln1_b(kiln::zeros({c}).to(d)),
+        ln2_w(kiln::ones({c}).to(d)),
+        ln2_b(kiln::zeros({c}).to(d)) {}
+
+  Tensor attention(const Tensor& x) const {
+    int64_t B = x.size(0), T = x.size(1), hd = dim / heads;
+    std::vector<Tensor> qkv_ = kiln::split(qkv(x), dim, 2);
+    auto heads_of = [&](const Tensor& t) { return t.view({B, T, heads, hd}).transpose(1, 2); };
+    Tensor q = heads_of(qkv_[0]), k = heads_of(qkv_[1]), v = heads_of(qkv_[2]);
+    Tensor att = kiln::softmax(kiln::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(hd)), -1);
+    return proj(kiln::matmul(att, v).transpose(1, 2).contiguous().view({B, T, dim}));
+  }
+  Tensor operator()(Tensor x) const {
+    x = x + attention(kiln::layer_norm(x, {dim}, ln1_w, ln1_b));
+    return x + fc2(kiln::gelu(fc1(kiln::layer_norm(x, {dim}, ln2_w, ln2_b)), true));
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+void warmup_demo(Device dev, int iterations, int every) {
+  kiln::manual_seed(0);
+  Linear fc1(256, 512, dev), fc2(512, 512, dev), fc3(512, 10, dev);
+  Block block(128, 4, dev);
+  Tensor x = kiln::randn({64, 256}).to(dev), target = kiln::randn({64, 10}).to(dev);
+  Tensor tokens = kiln::randn({4, 64, 128}).to(dev);
+  double last_loss = 0;
+  // The loop body, as a user writes it; returns the iteration's time in microseconds.
+  auto iteration = [&](int i) {
+    double t0 = now_us();
+    Tensor logits = fc3(kiln::relu(fc2(kiln::relu(fc1(x)))));
+    Tensor d = logits - target;
+    Tensor loss = kiln::mean(d * d);
+    if ((i + 1) % every == 0) last_loss = loss.item<double>();  // the graph break
+    Tensor h = block(tokens);
+    Tensor total = loss + kiln::mean(h * h);
+    if (dev.is_cuda()) kiln::cuda_context::synchronize(dev.index);
+    return now_us() - t0;
+  };
+  std::printf(
+      "[warmup %s] MLP 256 -> 512 -> 512 -> 10 (batch 64) + transformer block (dim 128, "
+      "4 heads, 4x64 tokens), %d iterations, loss read every %d\n",
+      dev.str().c_str(), iterations, every);
+  kiln::tracer::set_enabled(false);  // eager reference: the same loop, tracer off
+  std::vector<double> eager;
+  for (int i = 0; i < 10; ++i) eager.push_back(iteration(i));
+  kiln::tracer::set_enabled(true);
+  kiln::tracer::reset();
+  std::vector<double> times;
+  for (int i = 0; i < iterations; ++i) {
+    times.push_back(iteration(i));
+    if ((i + 1) % (iterations / 20) == 0) {
+      std::printf("\r  [%-20s] %d/%d  %8.3f ms/iter  loss %.4f",
+                  std::string(20 * (i + 1) / iterations, '#').c_str(), i + 1, iterations,
+                  times.back() * 1e-3, last_loss);
+      std::fflush(stdout);
+    }
+  }
+  kiln::tracer::flush();
+  if (dev.is_cuda()) kiln::cuda_context::synchronize(dev.index);
+  std::vector<double> steady;
+  for (int i = iterations / 2; i < iterations; ++i)
+    if ((i + 1) % every != 0) steady.push_back(times[i]);
+  double before = median(eager), after = median(steady);
+  std::printf(
+      "\n[warmup %s] per-iteration time before warmup (eager, tracer off): median %.3f "
+      "ms; first traced iterations: %.3f, %.3f, %.3f ms\n",
+      dev.str().c_str(), before * 1e-3, times[0] * 1e-3, times[1] * 1e-3, times[2] * 1e-3);
+  std::printf("[warmup %s] per-iteration time after warmup (steady state): median %.3f ms\n",
+              dev.str().c_str(), after * 1e-3);
+  std::printf("[warmup %s] speedup after warmup: %.2fx\n\n", dev.str().c_str(), before / after);
+  std::printf("%s\n", kiln::tracer::explain().table().c_str());
+}
+
+// ---- 2. eager ops, CPU against GPU
+
 // Median per-call time of f (which returns a tensor) over `reps` timed runs after one
 // warm-up. Reading one element of the result with item() waits for everything it
 // depends on: the GPU stream, and any work kiln's tracer has deferred.
@@ -115,7 +225,9 @@ void report(const char* where, const Tensor& x, const Results& r) {
   std::printf("[%s] mean logit: %.6f\n", where, r.mean_logit.item<double>());
 }
 
-int run() {
+int run(int iterations) {
+  warmup_demo(kiln::Device{}, iterations, 10);
+  if (kiln::cuda_context::is_available()) warmup_demo(kiln::cuda_device(0), iterations, 10);
   const int64_t batch = 256, in = 512, hidden = 1024, out = 10;
   std::printf("kiln demo: eager MLP %lld -> %lld -> %lld -> %lld, batch %lld, float32\n",
               (long long)in, (long long)hidden, (long long)hidden, (long long)out,
@@ -197,9 +309,11 @@ int run() {
 
 }  // namespace
 
-int main() {
+// Usage: kiln_demo [iterations of the warmup loop, default 60]
+int main(int argc, char** argv) {
   try {
-    return run();
+    int iterations = argc > 1 ? std::max(20, std::atoi(argv[1])) : 60;
+    return run(iterations);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kiln demo failed: %s\n", e.what());
     return 1;

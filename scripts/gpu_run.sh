@@ -120,6 +120,10 @@ tests_step() {
 
 demo_step() { kiln_env "$G/bin/kiln_demo"; }
 
+# The Python demo (examples/demo.py): the plot (SVG: no matplotlib here) and the Chrome
+# trace land in $OUT/demo.
+demo_py_step() { py311 examples/demo.py --out "$OUT/demo"; }
+
 pytest_step() {
   if [[ ! -d "$G/python" ]]; then
     echo "no .gpu/python: the Python module was not carried"
@@ -163,7 +167,7 @@ gpu_workloads_step() {
 }
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
-export -f kiln_env py311 setup_step tests_step demo_step pytest_step bench_step \
+export -f kiln_env py311 setup_step tests_step demo_step demo_py_step pytest_step bench_step \
   py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step
 
 summary() {
@@ -223,6 +227,7 @@ main() {
   step "unpack + environment" 120 setup_step
   step "kiln_tests (gtest)" 300 tests_step
   step "kiln_demo" 60 demo_step
+  step "demo.py (python3.11)" 120 demo_py_step
   step "pytest (python3.11)" 180 pytest_step
   step "C++ benchmarks" 120 bench_step
   if [[ -f bench/py_overhead.py ]]; then
