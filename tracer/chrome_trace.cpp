@@ -13,26 +13,12 @@
 
 #include "runtime/error.h"
 #include "tracer/profiler.h"
+#include "tracer/report.h"
 
 namespace kiln::profiler {
 namespace {
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+using tracer::json_escape;
 
 std::string us(int64_t ns) {
   char buf[48];
@@ -43,14 +29,14 @@ std::string us(int64_t ns) {
 
 std::string args_of(const Event& e) {
   std::ostringstream a;
-  a << "{\"device\": \"" << escape(e.device) << "\"";
+  a << "{\"device\": \"" << json_escape(e.device) << "\"";
   if (e.kind == Kind::Replay || e.kind == Kind::Compile) {
-    a << ", \"trace\": " << e.trace_id << ", \"backend\": \"" << escape(e.backend)
+    a << ", \"trace\": " << e.trace_id << ", \"backend\": \"" << json_escape(e.backend)
       << "\", \"kernels\": " << e.kernels << ", \"ops\": " << e.ops;
   }
   if (e.kind == Kind::GraphBreak) {
-    a << ", \"reason\": \"" << escape(e.reason) << "\", \"file\": \"" << escape(e.file)
-      << "\", \"line\": " << e.line << ", \"function\": \"" << escape(e.function)
+    a << ", \"reason\": \"" << json_escape(e.reason) << "\", \"file\": \"" << json_escape(e.file)
+      << "\", \"line\": " << e.line << ", \"function\": \"" << json_escape(e.function)
       << "\", \"eager_ops\": " << e.ops << ", \"eager_ms\": " << e.eager_ns / 1e6;
   }
   a << "}";
@@ -59,7 +45,7 @@ std::string args_of(const Event& e) {
 
 void complete(std::ostringstream& os, bool& first, const Event& e, int64_t start, int64_t end,
               int pid, int tid) {
-  os << (first ? "\n  " : ",\n  ") << "{\"name\": \"" << escape(e.name) << "\", \"cat\": \""
+  os << (first ? "\n  " : ",\n  ") << "{\"name\": \"" << json_escape(e.name) << "\", \"cat\": \""
      << kind_name(e.kind) << "\", \"ph\": \"X\", \"ts\": " << us(start)
      << ", \"dur\": " << us(std::max<int64_t>(0, end - start)) << ", \"pid\": " << pid
      << ", \"tid\": " << tid << ", \"args\": " << args_of(e) << "}";
@@ -70,7 +56,7 @@ void metadata(std::ostringstream& os, bool& first, const char* what, int pid, in
               const std::string& name) {
   os << (first ? "\n  " : ",\n  ") << "{\"name\": \"" << what
      << "\", \"ph\": \"M\", \"pid\": " << pid << ", \"tid\": " << tid << ", \"args\": {\"name\": \""
-     << escape(name) << "\"}}";
+     << json_escape(name) << "\"}}";
   first = false;
 }
 

@@ -6,6 +6,23 @@
 namespace kiln::tracer {
 namespace {
 
+std::string fixed(double v, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+template <class T, class F>
+std::string json_list(const std::vector<T>& items, F&& one) {
+  std::string s = "[";
+  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + one(items[i]);
+  return s + "]";
+}
+
+std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
+
+}  // namespace
+
 std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -34,23 +51,6 @@ std::string json_escape(const std::string& s) {
   }
   return out;
 }
-
-std::string fixed(double v, int digits = 2) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-template <class T, class F>
-std::string json_list(const std::vector<T>& items, F&& one) {
-  std::string s = "[";
-  for (size_t i = 0; i < items.size(); ++i) s += (i ? ", " : "") + one(items[i]);
-  return s + "]";
-}
-
-std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
-
-}  // namespace
 
 double estimate_saving_ms(double eager_ms, int64_t eager_ops, double replay_ns_per_op) {
   if (replay_ns_per_op < 0) return -1;

@@ -66,4 +66,7 @@ struct ExplainReport {
   std::string json() const;
 };
 
+// s with JSON string escapes (quotes, backslashes, control characters), no quotes around.
+std::string json_escape(const std::string& s);
+
 }  // namespace kiln::tracer

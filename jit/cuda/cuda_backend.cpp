@@ -133,20 +133,14 @@ class FusedCudaTrace final : public FusedTrace {
       }
     }
     // 2. Launch: patch and replay the graph, record it (again), or launch directly.
-    auto launch_all = [&] {
+    // Every step in order; while patching a recorded graph (library calls are in it
+    // already, with the same arguments) only the kernel and copy nodes are revisited.
+    auto launch_steps = [&](bool patching) {
       for (size_t s = 0; s < plan_.steps.size(); ++s) {
         const Step& step = plan_.steps[s];
         if (step.kind == Step::Kind::Library) {
           const int i = step.op;
-          if (auto g = gemms_.find(static_cast<int>(s)); g != gemms_.end()) {
-            const auto& in = calls[s].inputs;
-            for (const Tensor& t : in)
-              if (!t.is_contiguous())  // the guards make this impossible
-                throw std::logic_error("[cuda jit] a folded GEMM operand is not contiguous");
-            g->second->run(in[0].data_ptr(), in[1].data_ptr(), in[2].data_ptr(), v[i].data_ptr());
-          } else {
-            execute_into(calls[s], program_.ops[i].meta, v[i]);
-          }
+          if (!patching) run_library_step(static_cast<int>(s), calls[s], v[i]);
           if (user[i].defined() && v[i].numel() > 0)
             graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
                         static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
@@ -156,11 +150,12 @@ class FusedCudaTrace final : public FusedTrace {
         }
       }
     };
+    auto launch_all = [&] { launch_steps(false); };
     if (!graph_off_.empty()) {
       launch_all();
     } else if (graph_.recorded() && signature == signature_) {
       graph_.begin_patch();
-      launch_all_patch(args, v, user);
+      launch_steps(true);
       graph_.launch();
       recaptures_in_a_row_ = 0;
     } else {
@@ -213,20 +208,16 @@ class FusedCudaTrace final : public FusedTrace {
     return t;
   }
 
-  void launch_all_patch(const std::vector<std::vector<int64_t>>& args, const std::vector<Tensor>& v,
-                        const std::vector<Tensor>& user) const {
-    for (size_t s = 0; s < plan_.steps.size(); ++s) {
-      const Step& step = plan_.steps[s];
-      if (step.kind == Step::Kind::Library) {
-        const int i = step.op;
-        if (user[i].defined() && v[i].numel() > 0)
-          graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
-                      static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
-      } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
-        const CudaKernel& k = *kernels_[s];
-        graph_.kernel(static_cast<int>(s), k.fn, k.grid, k.block, args[s]);
-      }
+  void run_library_step(int s, const OpCall& call, const Tensor& out) const {
+    if (auto g = gemms_.find(s); g != gemms_.end()) {
+      for (const Tensor& t : call.inputs)
+        if (!t.is_contiguous())  // the guards make this impossible
+          throw std::logic_error("[cuda jit] a folded GEMM operand is not contiguous");
+      g->second->run(call.inputs[0].data_ptr(), call.inputs[1].data_ptr(),
+                     call.inputs[2].data_ptr(), out.data_ptr());
+      return;
     }
+    execute_into(call, program_.ops[plan_.steps[s].op].meta, out);
   }
 
   std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
