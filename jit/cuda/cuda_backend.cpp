@@ -42,22 +42,29 @@ struct CudaKernel {
   ArgsLayout layout;
   void* fn = nullptr;
   unsigned block = 256;
+  unsigned block_y = 1;  // row kernels in warp mode: rows per block
   unsigned grid = 1;
 };
 
-unsigned launch_block(const LoweredKernel& k) {
-  if (k.kernel.kind == Kernel::Kind::Pointwise) return 256;
-  // One block per row; up to 8 elements per thread stay in registers (cuda_codegen.h).
-  unsigned b = 32;
-  while (b < 1024 && static_cast<int64_t>(b) * 8 < k.cols) b *= 2;
-  return b;
-}
-
-unsigned launch_grid(const LoweredKernel& k, unsigned block, int sms) {
-  const int64_t units = k.kernel.kind == Kernel::Kind::Pointwise
-                            ? (k.work + static_cast<int64_t>(block) * 4 - 1) / (block * 4)
-                            : k.work;
-  return static_cast<unsigned>(std::clamp<int64_t>(units, 1, static_cast<int64_t>(sms) * 32));
+// Block shape and grid for a kernel (see cuda_codegen.h): pointwise 256 threads, about
+// 4 elements each per sweep; short rows one warp per row, 4 rows per block; longer rows
+// one block of up to 256 threads per row, up to 8 elements per thread in registers.
+void choose_launch(CudaKernel& k, int sms) {
+  const LoweredKernel& l = k.lowered;
+  int64_t units;
+  if (l.kernel.kind == Kernel::Kind::Pointwise) {
+    k.block = 256;
+    units = (l.work + 1023) / 1024;
+  } else if (l.cols <= warp_row_limit(l.kernel)) {
+    k.block = 32;
+    k.block_y = 4;
+    units = (l.work + 3) / 4;
+  } else {
+    k.block = 32;
+    while (k.block < 256 && static_cast<int64_t>(k.block) * 8 < l.cols) k.block *= 2;
+    units = l.work;
+  }
+  k.grid = static_cast<unsigned>(std::clamp<int64_t>(units, 1, static_cast<int64_t>(sms) * 32));
 }
 
 class FusedCudaTrace final : public FusedTrace {
@@ -146,7 +153,7 @@ class FusedCudaTrace final : public FusedTrace {
                         static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
         } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
           const CudaKernel& k = *kernels_[s];
-          graph_.kernel(static_cast<int>(s), k.fn, k.grid, k.block, args[s]);
+          graph_.kernel(static_cast<int>(s), k.fn, k.grid, k.block, k.block_y, args[s]);
         }
       }
     };
@@ -294,8 +301,7 @@ class NvrtcCudaBackend final : public tracer::TraceBackend {
                               " fell back to eager kernels: " + e.what());
           retry = true;
         }
-        k->block = launch_block(k->lowered);
-        k->grid = launch_grid(k->lowered, k->block, sms);
+        choose_launch(*k, sms);
         kernels[s] = std::move(k);
       }
       if (retry) continue;

@@ -49,6 +49,13 @@ struct KilnFMax { template <class T> __device__ T operator()(T a, T b) const { r
 struct KilnFMin { template <class T> __device__ T operator()(T a, T b) const { return kiln_fmin(a, b); } };
 struct KilnIMax { template <class T> __device__ T operator()(T a, T b) const { return a > b ? a : b; } };
 struct KilnIMin { template <class T> __device__ T operator()(T a, T b) const { return a < b ? a : b; } };
+// Every lane gets lane 0's result of a fixed tree: deterministic run to run.
+template <class T, class F>
+__device__ __forceinline__ T kiln_warp_reduce(T v, F f) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return __shfl_sync(0xffffffffu, v, 0);
+}
 // Every thread gets lane 0's result of a fixed tree: deterministic run to run.
 template <class T, class F>
 __device__ __forceinline__ T kiln_block_reduce(T v, F f, unsigned long long* smem) {
@@ -154,7 +161,7 @@ class Emitter {
 
   std::string emit(const std::string& name) {
     const int n = l_.words();
-    line("extern \"C\" __global__ void __launch_bounds__(1024) " + name + "(const KilnArgs<" +
+    line("extern \"C\" __global__ void __launch_bounds__(256) " + name + "(const KilnArgs<" +
          std::to_string(n) + "> a) {");
     ++indent_;
     for (int o = 0; o < l_.operands; ++o)
@@ -433,9 +440,14 @@ class Emitter {
       if (a >= 0) prepare_rows(a, seen);
   }
 
-  // One row's passes. cached: this thread's elements are j = threadIdx.x + u * blockDim.x
-  // for u < kCached, loaded once into registers c<operand>[u].
-  void row_body(bool cached) {
+  // One row's passes. Block modes: the block's threads share the row; cached: this
+  // thread's elements are j = threadIdx.x + u * blockDim.x for u < kCached, loaded once
+  // into registers c<operand>[u]. Warp mode: one warp per row, j = lane + 32 u for
+  // u < warp_cached(), reductions by shuffles only.
+  enum class RowMode { BlockCached, BlockStreamed, Warp };
+  void row_body(RowMode mode) {
+    const bool cached = mode != RowMode::BlockStreamed;
+    const int slots = mode == RowMode::Warp ? warp_cached_elements(k_) : kCached;
     auto streamed = [&](int o) {
       const KOperand& op = k_.operands[o];
       const std::string b = "b" + std::to_string(o);
@@ -451,8 +463,8 @@ class Emitter {
       for (int o = 0; o < l_.operands; ++o)
         if (is_cached(o))
           line(stype(k_.operands[o].dtype) + " c" + std::to_string(o) + "[" +
-               std::to_string(kCached) + "];");
-      open_cols_loop(true);
+               std::to_string(slots) + "];");
+      open_cols_loop(mode);
       for (int o = 0; o < l_.operands; ++o)
         if (is_cached(o)) line("c" + std::to_string(o) + "[u] = " + streamed(o) + ";");
       close_cols_loop();
@@ -473,7 +485,7 @@ class Emitter {
         line(ctype(k_.nodes[i].dtype) + " " + acc.back() + " = " +
              identity(k_.nodes[i].op, k_.nodes[i].dtype) + ";");
       }
-      open_cols_loop(cached);
+      open_cols_loop(mode);
       memo_.clear();
       for (size_t q = 0; q < reds.size(); ++q) {
         const KNode& n = k_.nodes[reds[q]];
@@ -483,8 +495,8 @@ class Emitter {
       close_cols_loop();
       for (size_t q = 0; q < reds.size(); ++q) {
         const KNode& n = k_.nodes[reds[q]];
-        line(acc[q] + " = kiln_block_reduce(" + acc[q] + ", " + reducer(n.op, n.dtype) +
-             ", smem);");
+        line(acc[q] + (mode == RowMode::Warp ? " = kiln_warp_reduce(" : " = kiln_block_reduce(") +
+             acc[q] + ", " + reducer(n.op, n.dtype) + (mode == RowMode::Warp ? ");" : ", smem);"));
         row_[reds[q]] = acc[q];
       }
     }
@@ -509,7 +521,7 @@ class Emitter {
     if (!full.empty()) {
       std::vector<uint8_t> seen(k_.nodes.size(), 0);
       for (const KStore& st : full) prepare_rows(st.node, seen);
-      open_cols_loop(cached);
+      open_cols_loop(mode);
       memo_.clear();
       for (const KStore& st : full)
         line(element_(st.operand) + " = " +
@@ -518,8 +530,14 @@ class Emitter {
       close_cols_loop();
     }
   }
-  void open_cols_loop(bool cached) {
-    if (cached) {
+  void open_cols_loop(RowMode mode) {
+    if (mode == RowMode::Warp) {
+      line("#pragma unroll");
+      line("for (int u = 0; u < " + std::to_string(warp_cached_elements(k_)) + "; ++u) {");
+      ++indent_;
+      line("const long long j = threadIdx.x + 32LL * u;");
+      line("if (j >= cols) break;");
+    } else if (mode == RowMode::BlockCached) {
       line("#pragma unroll");
       line("for (int u = 0; u < " + std::to_string(kCached) + "; ++u) {");
       ++indent_;
@@ -535,12 +553,8 @@ class Emitter {
     line("}");
   }
 
-  void emit_rows() {
-    line("__shared__ unsigned long long smem[32];");
-    line("const long long cols = " + shape(l_.rank - 1) + ";");
-    line("for (long long row = blockIdx.x; row < work; row += gridDim.x) {");
-    ++indent_;
-    // Row bases from the row index over the outer dims.
+  // Row bases b<operand> from the row index over the outer dims.
+  void row_bases() {
     std::vector<std::string> base(l_.operands, "0");
     if (l_.rank > 1) {
       line("long long r = row;");
@@ -559,20 +573,42 @@ class Emitter {
     for (int o = 0; o < l_.operands; ++o)
       line(stype(k_.operands[o].dtype) + "* b" + std::to_string(o) + " = p" + std::to_string(o) +
            " + (" + base[o] + ");");
+  }
+
+  // blockDim.y > 1: warp mode (the host launches 32 x rows-per-block threads for rows of
+  // at most warp_row_limit() elements); else one block per row.
+  void emit_rows() {
+    line("__shared__ unsigned long long smem[32];");
+    line("const long long cols = " + shape(l_.rank - 1) + ";");
+    line("if (blockDim.y > 1) {");
+    ++indent_;
+    line(
+        "for (long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y; "
+        "row < work; row += static_cast<long long>(gridDim.x) * blockDim.y) {");
+    ++indent_;
+    row_bases();
+    row_body(RowMode::Warp);
+    --indent_;
+    line("}");
+    line("return;");
+    --indent_;
+    line("}");
+    line("for (long long row = blockIdx.x; row < work; row += gridDim.x) {");
+    ++indent_;
+    row_bases();
     // Rows of up to kCached elements per thread keep the loaded values in registers
     // (one read of global memory per element); longer rows stream every pass.
     line("if (cols <= " + std::to_string(kCached) + "LL * blockDim.x) {");
     ++indent_;
-    row_body(true);
+    row_body(RowMode::BlockCached);
     --indent_;
     line("} else {");
     ++indent_;
-    row_body(false);
+    row_body(RowMode::BlockStreamed);
     --indent_;
     line("}");
-    const int stages = k_.stages();
     // The next row reuses smem: nobody may still be reading this row's partials.
-    if (stages > 0) line("__syncthreads();");
+    if (k_.stages() > 0) line("__syncthreads();");
     --indent_;
     line("}");
   }
@@ -588,6 +624,15 @@ class Emitter {
 };
 
 }  // namespace
+
+int warp_cached_elements(const Kernel& kernel) {
+  int n = 0;
+  for (const KOperand& op : kernel.operands)
+    n += op.loaded && !op.row_level && op.inner != InnerStride::Broadcast;
+  return n <= 2 ? 32 : 16;  // registers: at most ~64 cached values per thread
+}
+
+int64_t warp_row_limit(const Kernel& kernel) { return 32LL * warp_cached_elements(kernel); }
 
 std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name) {
   return Emitter(kernel).emit(name);

@@ -13,7 +13,8 @@
 // and stores (checked at run time; the tail and misaligned pointers take the scalar loop).
 // Row kernels run one block per row (grid-stride over rows): one pass per reduction stage
 // with a deterministic block reduction, then a pass storing the full-size outputs; a row
-// of at most 8 elements per thread is read from memory once and kept in registers.
+// of at most 8 elements per thread is read from memory once and kept in registers. Short
+// rows (up to 512 or 1024 elements) run one warp per row instead (shuffles only).
 // float16/bfloat16 are stored as 16 bits and computed in float32, as on the CPU.
 #pragma once
 
@@ -35,6 +36,12 @@ ArgsLayout args_layout(const Kernel& kernel);
 
 // Helpers every kernel uses; goes once at the top of a program.
 const std::string& cuda_prelude();
+
+// Row kernels: rows of at most warp_row_limit() elements run one warp per row (launch
+// with blockDim = (32, rows per block)), holding warp_cached_elements() per lane in
+// registers; longer rows run one block (blockDim.y = 1, at most 256 threads) per row.
+int warp_cached_elements(const Kernel& kernel);
+int64_t warp_row_limit(const Kernel& kernel);
 
 // One kernel's definition (after the prelude).
 std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name);

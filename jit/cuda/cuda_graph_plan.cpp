@@ -24,7 +24,7 @@ struct CudaGraphPlan::Impl {
   struct Node {
     cudaGraphNode_t node = nullptr;
     void* fn = nullptr;  // kernel nodes
-    unsigned grid = 0, block = 0;
+    unsigned grid = 0, block = 0, block_y = 1;
     std::vector<int64_t> args;
     void* dst = nullptr;  // copy nodes
     const void* src = nullptr;
@@ -75,29 +75,31 @@ CudaGraphPlan::~CudaGraphPlan() {
 
 bool CudaGraphPlan::recorded() const { return impl_->exec != nullptr; }
 
-void CudaGraphPlan::kernel(int id, void* fn, unsigned grid, unsigned block,
+void CudaGraphPlan::kernel(int id, void* fn, unsigned grid, unsigned block, unsigned block_y,
                            const std::vector<int64_t>& args) {
   Impl& m = *impl_;
   void* params[1] = {const_cast<int64_t*>(args.data())};
   if (m.mode == Impl::Mode::Patching) {
     Impl::Node& n = m.at(id);
-    if (n.args == args && n.grid == grid && n.block == block) return;
+    if (n.args == args && n.grid == grid && n.block == block && n.block_y == block_y) return;
     cudaKernelNodeParams p{};
     p.func = fn;
     p.gridDim = dim3(grid);
-    p.blockDim = dim3(block);
+    p.blockDim = dim3(block, block_y);
     p.kernelParams = params;
     check(cudaGraphExecKernelNodeSetParams(m.exec, n.node, &p), "kernel node update");
     n.args = args;
     n.grid = grid;
     n.block = block;
+    n.block_y = block_y;
     ++stats_.kernel_updates;
     return;
   }
-  check(cudaLaunchKernel(fn, dim3(grid), dim3(block), params, 0, m.stream), "cudaLaunchKernel");
+  check(cudaLaunchKernel(fn, dim3(grid), dim3(block, block_y), params, 0, m.stream),
+        "cudaLaunchKernel");
   if (m.mode == Impl::Mode::Recording) {
     Impl::Node& n = m.at(id);
-    n = Impl::Node{m.last_captured(), fn, grid, block, args, nullptr, nullptr, 0};
+    n = Impl::Node{m.last_captured(), fn, grid, block, block_y, args, nullptr, nullptr, 0};
   }
 }
 
@@ -118,7 +120,7 @@ void CudaGraphPlan::copy(int id, void* dst, const void* src, size_t bytes) {
   check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, m.stream), "cudaMemcpyAsync");
   if (m.mode == Impl::Mode::Recording) {
     Impl::Node& n = m.at(id);
-    n = Impl::Node{m.last_captured(), nullptr, 0, 0, {}, dst, src, bytes};
+    n = Impl::Node{m.last_captured(), nullptr, 0, 0, 1, {}, dst, src, bytes};
   }
 }
 

@@ -28,7 +28,8 @@ class CudaGraphPlan {
   CudaGraphPlan& operator=(const CudaGraphPlan&) = delete;
 
   // Launches (or, while recording, records) kernel `id` with its argument words.
-  void kernel(int id, void* fn, unsigned grid, unsigned block, const std::vector<int64_t>& args);
+  void kernel(int id, void* fn, unsigned grid, unsigned block, unsigned block_y,
+              const std::vector<int64_t>& args);
   // Device-to-device copy `id` of `bytes` (a value a library call wrote, to the user's tensor).
   void copy(int id, void* dst, const void* src, size_t bytes);
 
