@@ -43,6 +43,9 @@ import time
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workload_cases  # noqa: E402
+
 SYSTEMS = ("kiln_eager", "kiln_traced", "numpy", "torch", "torch_compile", "jax")
 LABELS = {"kiln_eager": "kiln eager", "kiln_traced": "kiln traced", "numpy": "numpy",
           "torch": "torch eager", "torch_compile": "torch.compile", "jax": "jax.jit",
@@ -141,29 +144,11 @@ def np_softmax(x):
 
 
 def cases(quick):
-    """(workload, size label, input shapes with scales, flops) for each row."""
-    rows = []
-    pw = (1 << 12, 1 << 20) if quick else (1 << 12, 1 << 20, 1 << 24)
-    for n in pw:
-        rows.append(("add_relu_mul", f"2^{n.bit_length() - 1}", [(n,), (n,), (n,)], 0))
-        rows.append(("gelu_tanh", f"2^{n.bit_length() - 1}", [(n,)], 0))
-    n = 1 << (20 if quick else 24)
-    rows.append(("sin_cos", f"2^{n.bit_length() - 1}", [(n,), (n,)], 0))
-    rows.append(("softmax", "4096x1024", [(4096, 1024)], 0))
-    rows.append(("softmax", "32x128", [(32, 128)], 0))
-    rows.append(("layernorm", "4096x1024", [(4096, 1024), (1024,), (1024,)], 0))
-    H = 1024
-    for B in ((128,) if quick else (128, 4096)):
-        shapes = [(B, 1), (1, H), (H,), ((H, H), 1 / 32), (H,), ((H, 1), 1 / 32), (1,)]
-        rows.append(("mlp3", f"batch {B}", shapes, 2 * B * (H + H * H + H)))
-    B, Hh = 64, 256
-    rows.append(("lstm_cell", f"{B}x{Hh}",
-                 [(B, Hh), (B, Hh), (B, Hh), ((Hh, 4 * Hh), 1 / 16), ((Hh, 4 * Hh), 1 / 16),
-                  (4 * Hh,)], 2 * 2 * B * Hh * 4 * Hh))
-    a = (2, 8, 128, 64) if quick else (2, 8, 256, 64)
-    rows.append(("attention", "x".join(map(str, a)), [a, a, a],
-                 2 * 2 * a[0] * a[1] * a[2] * a[2] * a[3]))
-    return rows
+    """(workload, size label, input shapes with scales, flops) for each row (CPU sizes)."""
+    return workload_cases.cases(
+        quick, pointwise=(1 << 12, 1 << 20) if quick else (1 << 12, 1 << 20, 1 << 24),
+        sin_cos_n=1 << (20 if quick else 24),
+        attention=(2, 8, 128, 64) if quick else (2, 8, 256, 64))
 
 
 def make_inputs(shapes, rng):

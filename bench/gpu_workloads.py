@@ -45,6 +45,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import workload_cases  # noqa: E402  (numpy-free)
 try:  # the workers need numpy and cpu_workloads' workload functions; the main process not
     import numpy as np
     import cpu_workloads as cw  # the workload functions, inputs, the timed loop
@@ -67,29 +68,11 @@ def size_label(n):
 
 
 def cases(quick):
-    """(workload, size label, input shapes with scales, flops) for each row, in the
-    format of cpu_workloads.cases."""
-    rows = []
-    for n in ((1 << 12, 1 << 20) if quick else (1 << 12, 1 << 20, 1 << 26)):
-        rows.append(("add_relu_mul", size_label(n), [(n,), (n,), (n,)], 0))
-        rows.append(("gelu_tanh", size_label(n), [(n,)], 0))
-    n = 1 << (20 if quick else 24)
-    rows.append(("sin_cos", size_label(n), [(n,), (n,)], 0))
-    rows.append(("softmax", "4096x1024", [(4096, 1024)], 0))
-    rows.append(("softmax", "32x128", [(32, 128)], 0))
-    rows.append(("layernorm", "4096x1024", [(4096, 1024), (1024,), (1024,)], 0))
-    H = 1024
-    for B in ((128,) if quick else (128, 4096)):
-        shapes = [(B, 1), (1, H), (H,), ((H, H), 1 / 32), (H,), ((H, 1), 1 / 32), (1,)]
-        rows.append(("mlp3", f"batch {B}", shapes, 2 * B * (H + H * H + H)))
-    B, Hh = 64, 256
-    rows.append(("lstm_cell", f"{B}x{Hh}",
-                 [(B, Hh), (B, Hh), (B, Hh), ((Hh, 4 * Hh), 1 / 16), ((Hh, 4 * Hh), 1 / 16),
-                  (4 * Hh,)], 2 * 2 * B * Hh * 4 * Hh))
-    a = (2, 8, 256, 64) if quick else (16, 8, 1024, 64)
-    rows.append(("attention", "x".join(map(str, a)), [a, a, a],
-                 2 * 2 * a[0] * a[1] * a[2] * a[2] * a[3]))
-    return rows
+    """(workload, size label, input shapes with scales, flops) for each row (GPU sizes)."""
+    return workload_cases.cases(
+        quick, pointwise=(1 << 12, 1 << 20) if quick else (1 << 12, 1 << 20, 1 << 26),
+        sin_cos_n=1 << (20 if quick else 24),
+        attention=(2, 8, 256, 64) if quick else (16, 8, 1024, 64), label=size_label)
 
 
 def rel_l2(got, refs):

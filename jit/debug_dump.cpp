@@ -25,6 +25,19 @@ void DebugDump::write(const std::string& file, const std::string& text) const {
   out << text;
 }
 
+void DebugDump::write_plan(const tracer::TraceProgram& program, const FusionPlan& plan,
+                           const MemoryPlan& memory, const std::string& kernel_text) const {
+  if (!active()) return;
+  const std::string text = program_text(program);
+  write("trace.txt", text);
+  write("fusion.txt", "== before fusion\n" + text + "\n== after fusion\n" + plan.str(program) +
+                          "\n" + memory.str() + "\n\n== kernels\n" + kernel_text);
+}
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 std::string program_text(const tracer::TraceProgram& p) {
   std::string out;
   int slot = 0;

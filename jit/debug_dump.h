@@ -6,8 +6,11 @@
 //   compile.txt   compile times per phase and per kernel, cache hits, vector widths
 #pragma once
 
+#include <chrono>
 #include <string>
 
+#include "jit/fusion.h"
+#include "jit/memory_plan.h"
 #include "tracer/backend.h"
 
 namespace kiln::jit {
@@ -16,11 +19,18 @@ namespace kiln::jit {
 // guards of each external input where it first appears.
 std::string program_text(const tracer::TraceProgram& program);
 
+// Milliseconds since t0 (compile timings).
+double ms_since(std::chrono::steady_clock::time_point t0);
+
 class DebugDump {
  public:
   DebugDump();  // reads KILN_DEBUG_DIR; inactive when unset
   bool active() const { return !dir_.empty(); }
   void write(const std::string& file, const std::string& text) const;
+  // trace.txt and fusion.txt: the program, the plan after fusion, the memory plan and
+  // the kernels' IR (kernel_text).
+  void write_plan(const tracer::TraceProgram& program, const FusionPlan& plan,
+                  const MemoryPlan& memory, const std::string& kernel_text) const;
   const std::string& dir() const { return dir_; }
 
  private:

@@ -238,4 +238,11 @@ int simplify(Kernel& k) {
   return removed;
 }
 
+std::string hex64(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = digits[v & 15];
+  return s;
+}
+
 }  // namespace kiln::jit

@@ -120,5 +120,6 @@ struct Kernel {
 int simplify(Kernel& kernel);
 
 uint64_t fnv1a(const std::string& text, uint64_t seed = 1469598103934665603ull);
+std::string hex64(uint64_t v);  // 16 lowercase hex digits (cache keys)
 
 }  // namespace kiln::jit

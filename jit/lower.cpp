@@ -4,6 +4,7 @@
 #include <map>
 
 #include "runtime/error.h"
+#include "tracer/config.h"
 
 namespace kiln::jit {
 
@@ -504,6 +505,20 @@ bool can_lower(const TraceProgram& program, int i, DeviceType target) {
   if (op.op == OpId::Pow && !is_floating(op.meta.dtype)) return false;
   if (op.op == OpId::Full && op.meta.sizes.empty()) return true;
   return true;
+}
+
+FusionOptions fusable_except(DeviceType target, const std::set<int>& banned) {
+  FusionOptions options;
+  options.can_fuse = [target, &banned](const TraceProgram& p, int i) {
+    return !banned.count(i) && can_lower(p, i, target);
+  };
+  return options;
+}
+
+std::string eager_fallback_note(size_t step, const std::exception& why) {
+  tracer::log_line(tracer::kLogTrace,
+                   std::string("fused kernel fell back to eager kernels: ") + why.what());
+  return "step " + std::to_string(step) + " fell back to eager kernels: " + why.what();
 }
 
 }  // namespace kiln::jit

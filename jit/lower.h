@@ -7,6 +7,7 @@
 // reuses it from the kernel cache.
 #pragma once
 
+#include <set>
 #include <stdexcept>
 
 #include "jit/fusion.h"
@@ -39,5 +40,13 @@ LoweredKernel lower_group(const tracer::TraceProgram& program, const FusionPlan&
 // Whether an op on the target device type has a lowering for its dtypes
 // (FusionOptions::can_fuse for the CPU and CUDA JITs).
 bool can_lower(const tracer::TraceProgram& program, int op, DeviceType target);
+
+// Fusion options for a backend: fuse what can_lower accepts for `target`, except the ops
+// of groups that already failed to lower or compile (they run their eager kernels).
+FusionOptions fusable_except(DeviceType target, const std::set<int>& banned);
+
+// A group (step) that runs eagerly because `why` was thrown: logged, and the note for
+// explain().
+std::string eager_fallback_note(size_t step, const std::exception& why);
 
 }  // namespace kiln::jit

@@ -33,10 +33,6 @@ using tracer::InputRef;
 using tracer::TraceOp;
 using tracer::TraceProgram;
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 struct CudaKernel {
   LoweredKernel lowered;
   ArgsLayout layout;
@@ -258,11 +254,7 @@ class NvrtcCudaBackend final : public tracer::TraceBackend {
     std::vector<std::string> fallbacks;
     bool fold_gemms = true;
     for (;;) {
-      FusionOptions options;
-      options.can_fuse = [&](const TraceProgram& p, int i) {
-        return !banned.count(i) && can_lower(p, i, DeviceType::CUDA);
-      };
-      FusionPlan plan = plan_fusion(program, options);
+      FusionPlan plan = plan_fusion(program, fusable_except(DeviceType::CUDA, banned));
       std::map<int, FoldedMatmul> folds;
       std::map<int, std::unique_ptr<LtMatmul>> gemms;
       if (fold_gemms) {
@@ -297,8 +289,7 @@ class NvrtcCudaBackend final : public tracer::TraceBackend {
                          ":\n" + k->lowered.kernel.text();
         } catch (const std::exception& e) {
           for (int i : step.group.ops) banned.insert(i);
-          fallbacks.push_back("step " + std::to_string(s) +
-                              " fell back to eager kernels: " + e.what());
+          fallbacks.push_back(eager_fallback_note(s, e));
           retry = true;
         }
         choose_launch(*k, sms);
@@ -327,10 +318,7 @@ class NvrtcCudaBackend final : public tracer::TraceBackend {
       plan.notes.insert(plan.notes.end(), fallbacks.begin(), fallbacks.end());
       MemoryPlan memory = plan_memory(program, plan);
       if (dump.active()) {
-        dump.write("trace.txt", program_text(program));
-        dump.write("fusion.txt", "== before fusion\n" + program_text(program) +
-                                     "\n== after fusion\n" + plan.str(program) + "\n" +
-                                     memory.str() + "\n\n== kernels\n" + kernel_text);
+        dump.write_plan(program, plan, memory, kernel_text);
         dump.write("kernels.cu", source);
         dump.write("compile.txt", NvrtcCompiler::instance().version() +
                                       "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" +

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "jit/debug_dump.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
 
@@ -35,13 +36,6 @@ std::string arch_of(int device) {
   check_cuda(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device),
              "compute capability");
   return "sm_" + std::to_string(major) + std::to_string(minor);
-}
-
-std::string hex(uint64_t v) {
-  static const char* d = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<size_t>(i)] = d[v & 15];
-  return s;
 }
 
 }  // namespace
@@ -99,7 +93,7 @@ CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::
   const auto t0 = std::chrono::steady_clock::now();
   CudaModule out;
   out.arch = arch_of(device);
-  const std::string key = "cuda-" + hex(fnv1a(source)) + "-" + hex(fnv1a(source, 7)) + "-" +
+  const std::string key = "cuda-" + hex64(fnv1a(source)) + "-" + hex64(fnv1a(source, 7)) + "-" +
                           out.arch + "-" + impl_->version;
   std::lock_guard<std::mutex> lock(impl_->mutex);
   cudaLibrary_t lib = nullptr;
@@ -142,7 +136,7 @@ CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::
     check_cuda(cudaLibraryGetKernel(&k, lib, name.c_str()), "cudaLibraryGetKernel");
     out.kernels.push_back(reinterpret_cast<void*>(k));
   }
-  out.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  out.ms = ms_since(t0);
   return out;
 }
 

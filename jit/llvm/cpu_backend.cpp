@@ -23,10 +23,6 @@ using tracer::InputRef;
 using tracer::TraceOp;
 using tracer::TraceProgram;
 
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 struct CompiledKernel {
   LoweredKernel lowered;
   KernelFn fn = nullptr;
@@ -102,11 +98,7 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
     std::set<int> banned;
     std::vector<std::string> fallbacks;
     for (int attempt = 0;; ++attempt) {
-      FusionOptions options;
-      options.can_fuse = [&](const TraceProgram& p, int i) {
-        return !banned.count(i) && can_lower(p, i, DeviceType::CPU);
-      };
-      FusionPlan plan = plan_fusion(program, options);
+      FusionPlan plan = plan_fusion(program, fusable_except(DeviceType::CPU, banned));
       std::vector<std::unique_ptr<CompiledKernel>> kernels(plan.steps.size());
       std::string kernel_text, timings;
       bool retry = false;
@@ -128,10 +120,7 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
         } catch (const std::exception& e) {
           // This group runs eagerly: ban its ops and plan again.
           for (int i : step.group.ops) banned.insert(i);
-          fallbacks.push_back("step " + std::to_string(s) +
-                              " fell back to eager kernels: " + e.what());
-          tracer::log_line(tracer::kLogTrace,
-                           std::string("fused kernel fell back to eager kernels: ") + e.what());
+          fallbacks.push_back(eager_fallback_note(s, e));
           retry = true;
           break;
         }
@@ -146,10 +135,7 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
       plan.notes.insert(plan.notes.end(), fallbacks.begin(), fallbacks.end());
       MemoryPlan memory = plan_memory(program, plan);
       if (dump.active()) {
-        dump.write("trace.txt", program_text(program));
-        dump.write("fusion.txt", "== before fusion\n" + program_text(program) +
-                                     "\n== after fusion\n" + plan.str(program) + "\n" +
-                                     memory.str() + "\n\n== kernels\n" + kernel_text);
+        dump.write_plan(program, plan, memory, kernel_text);
         dump.write("compile.txt", "host: " + LlvmJit::instance().host() +
                                       "\ncache: " + LlvmJit::instance().cache_dir() + "\n" +
                                       timings + "total: " + std::to_string(ms_since(t0)) + " ms\n");

@@ -22,6 +22,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
+#include "jit/debug_dump.h"
 #include "jit/kernel_cache.h"
 #include "jit/llvm/codegen.h"
 
@@ -34,16 +35,6 @@ T check(llvm::Expected<T> value, const char* what) {
     throw std::runtime_error(std::string("[jit] ") + what + ": " +
                              llvm::toString(value.takeError()));
   return std::move(*value);
-}
-
-std::string hex(uint64_t v) {
-  char buf[17];
-  std::snprintf(buf, sizeof(buf), "%016llx", static_cast<unsigned long long>(v));
-  return buf;
-}
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 int widest_vector_bits(const llvm::Module& m) {
@@ -149,8 +140,8 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string text = kernel.text();
   KernelBinary out;
-  out.key =
-      hex(fnv1a(text)) + hex(fnv1a(text, 0x9e3779b97f4a7c15ull)) + "-" + hex(fnv1a(impl_->host));
+  out.key = hex64(fnv1a(text)) + hex64(fnv1a(text, 0x9e3779b97f4a7c15ull)) + "-" +
+            hex64(fnv1a(impl_->host));
   const std::string symbol = "kiln_kernel_" + out.key.substr(0, 32);
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (auto it = impl_->loaded.find(out.key); it != impl_->loaded.end() && !keep_ir) {
