@@ -42,6 +42,8 @@ KOp unary_kop(OpId op) {
       return KOp::Silu;
     case OpId::Reciprocal:
       return KOp::Reciprocal;
+    case OpId::Erf:
+      return KOp::Erf;
     default:
       throw Unsupported(std::string("no lowering for ") + op_name(op));
   }
@@ -167,6 +169,10 @@ class Lowerer {
       const tracer::TensorGuard& g = external_guard(p_, r.index);
       *sizes = g.sizes;
       *strides = g.strides;
+    } else if (p_.ops[r.index].in_place) {
+      // The value of an in-place op is its target, laid out as the target is (a
+      // transposed or sliced tensor), not as the op's contiguous result meta.
+      source_layout(p_.ops[r.index].target, sizes, strides);
     } else {
       *sizes = p_.ops[r.index].meta.sizes;
       *strides = p_.ops[r.index].meta.strides;
@@ -443,8 +449,11 @@ class Lowerer {
     out_.cols = out_.shape.back();
     int64_t total = 1;
     for (int64_t s : out_.shape) total *= s;
-    out_.work = g_.reduced_dims > 0 ? (out_.cols ? total / out_.cols : 0) : total;
-    if (g_.reduced_dims > 0 && out_.cols == 0) out_.work = total;  // empty rows
+    // A row kernel's work is its rows: the product of the outer dims. Rows of zero
+    // columns still exist and write their row-level outputs (an empty sum is 0).
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < out_.shape.size(); ++d) rows *= out_.shape[d];
+    out_.work = g_.reduced_dims > 0 ? rows : total;
   }
 
   void assign_levels() {

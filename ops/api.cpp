@@ -107,6 +107,15 @@ void manual_seed(uint64_t seed) {
   generator().offset = 0;
 }
 
+RandomState current_random_state() {
+  return RandomState{generator().seed.load(), generator().offset.load()};
+}
+
+void restore_random_state(RandomState state) {
+  generator().seed = state.seed;
+  generator().offset = state.offset;
+}
+
 RandomState next_random_state() {
   return RandomState{generator().seed.load(), generator().offset.fetch_add(1)};
 }
@@ -177,6 +186,7 @@ Tensor sigmoid(const Tensor& x) { return call1(OpId::Sigmoid, x); }
 Tensor relu(const Tensor& x) { return call1(OpId::Relu, x); }
 Tensor silu(const Tensor& x) { return call1(OpId::Silu, x); }
 Tensor reciprocal(const Tensor& x) { return call1(OpId::Reciprocal, x); }
+Tensor erf(const Tensor& x) { return call1(OpId::Erf, x); }
 Tensor gelu(const Tensor& x, bool approximate_tanh) {
   OpAttrs a;
   a.approximate_tanh = approximate_tanh;
@@ -312,6 +322,29 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                   std::array<int64_t, 2> padding) {
   return pool(OpId::AvgPool2d, x, kernel, stride, padding);
+}
+
+Tensor im2col(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
+              std::array<int64_t, 2> padding, double pad_value) {
+  OpCall call{OpId::Im2Col, {x}, {Scalar(pad_value)}, {}};
+  for (int i = 0; i < 2; ++i) {
+    call.attrs.kernel[i] = kernel[i];
+    call.attrs.stride[i] = stride[i];
+    call.attrs.padding[i] = padding[i];
+  }
+  return dispatch(call);
+}
+
+Tensor col2im(const Tensor& cols, const Dims& output_size, std::array<int64_t, 2> kernel,
+              std::array<int64_t, 2> stride, std::array<int64_t, 2> padding) {
+  OpCall call{OpId::Col2Im, {cols}, {}, {}};
+  call.attrs.dims = output_size;
+  for (int i = 0; i < 2; ++i) {
+    call.attrs.kernel[i] = kernel[i];
+    call.attrs.stride[i] = stride[i];
+    call.attrs.padding[i] = padding[i];
+  }
+  return dispatch(call);
 }
 
 // ---- joining, splitting, indexing

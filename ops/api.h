@@ -45,7 +45,9 @@ struct RandomState {
   uint64_t seed;
   uint64_t offset;
 };
-RandomState next_random_state();  // the (seed, offset) for the next random op
+RandomState next_random_state();     // the (seed, offset) for the next random op
+RandomState current_random_state();  // without advancing
+void restore_random_state(RandomState state);
 
 // ---- pointwise unary
 Tensor neg(const Tensor& x);
@@ -62,6 +64,7 @@ Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool approximate_tanh = false);
 Tensor silu(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
+Tensor erf(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
 // ---- pointwise binary; a scalar may stand on either side
@@ -115,6 +118,15 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
                   std::array<int64_t, 2> padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
                   std::array<int64_t, 2> stride = {0, 0}, std::array<int64_t, 2> padding = {0, 0});
+
+// Sliding patches: im2col(x [N, C, H, W]) -> [N, C*kH*kW, oH*oW] (PyTorch's unfold),
+// positions outside x read pad_value; col2im is its adjoint (fold): patches summed back
+// into [N, C, H, W] with output_size {H, W}.
+Tensor im2col(const Tensor& x, std::array<int64_t, 2> kernel,
+              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0},
+              double pad_value = 0.0);
+Tensor col2im(const Tensor& cols, const Dims& output_size, std::array<int64_t, 2> kernel,
+              std::array<int64_t, 2> stride = {1, 1}, std::array<int64_t, 2> padding = {0, 0});
 
 // ---- joining, splitting, indexing
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);

@@ -1,5 +1,6 @@
 #include "ops/dispatch.h"
 
+#include "ops/autograd/record.h"
 #include "ops/kernels.h"
 #include "runtime/error.h"
 #include "tracer/profiler.h"
@@ -68,6 +69,8 @@ void run_kernel(const OpCall& call, const Tensor& out) {
       KILN_RUN(conv2d)
     case OpFamily::Pool2d:
       KILN_RUN(pool2d)
+    case OpFamily::Unfold:
+      KILN_RUN(unfold)
     case OpFamily::Cat:
       KILN_RUN(cat)
     case OpFamily::IndexSelect:
@@ -85,11 +88,11 @@ void run_kernel(const OpCall& call, const Tensor& out) {
 
 Tensor dispatch(const OpCall& call) {
   const OutputMeta meta = infer_output(call);
-  if (DispatchHook* hook = current_hook()) {
-    Tensor result;
-    if (hook->on_call(call, meta, &result)) return result;
-  }
-  return execute(call, meta);
+  Tensor result;
+  DispatchHook* hook = current_hook();
+  if (!hook || !hook->on_call(call, meta, &result)) result = execute(call, meta);
+  if (autograd::should_record(call)) autograd::record(call, meta, result);
+  return result;
 }
 
 Tensor execute(const OpCall& call, const OutputMeta& meta) {
@@ -121,10 +124,11 @@ void dispatch_into(const OpCall& call, const Tensor& out) {
                   call.info().family == OpFamily::Factory;
   KILN_CHECK(ok, DTypeError, "[", call.name(), "] result dtype ", dtype_name(meta.dtype),
              " cannot be written in place into a tensor of dtype ", dtype_name(out.dtype()));
-  if (DispatchHook* hook = current_hook()) {
-    if (hook->on_call_into(call, meta, out)) return;
-  }
-  execute_into(call, meta, out);
+  const autograd::InPlacePlan history = autograd::prepare_in_place(call, meta, out);
+  DispatchHook* hook = current_hook();
+  if (!hook || !hook->on_call_into(call, meta, out)) execute_into(call, meta, out);
+  ++out.impl()->version;
+  autograd::rebase(out, history);
 }
 
 void execute_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) {

@@ -8,23 +8,24 @@
 
 namespace kiln {
 
-#define KILN_DECLARE_FAMILY_KERNELS(ns)                           \
-  namespace ns {                                                  \
-  void unary(const OpCall& call, const Tensor& out); /* + Cast */ \
-  void clamp(const OpCall& call, const Tensor& out);              \
-  void binary(const OpCall& call, const Tensor& out);             \
-  void where(const OpCall& call, const Tensor& out);              \
-  void reduce(const OpCall& call, const Tensor& out);             \
-  void softmax(const OpCall& call, const Tensor& out);            \
-  void layer_norm(const OpCall& call, const Tensor& out);         \
-  void matmul(const OpCall& call, const Tensor& out);             \
-  void linear(const OpCall& call, const Tensor& out);             \
-  void conv2d(const OpCall& call, const Tensor& out);             \
-  void pool2d(const OpCall& call, const Tensor& out);             \
-  void cat(const OpCall& call, const Tensor& out);                \
-  void index_select(const OpCall& call, const Tensor& out);       \
-  void factory(const OpCall& call, const Tensor& out);            \
-  void random(const OpCall& call, const Tensor& out);             \
+#define KILN_DECLARE_FAMILY_KERNELS(ns)                            \
+  namespace ns {                                                   \
+  void unary(const OpCall& call, const Tensor& out); /* + Cast */  \
+  void clamp(const OpCall& call, const Tensor& out);               \
+  void binary(const OpCall& call, const Tensor& out);              \
+  void where(const OpCall& call, const Tensor& out);               \
+  void reduce(const OpCall& call, const Tensor& out);              \
+  void softmax(const OpCall& call, const Tensor& out);             \
+  void layer_norm(const OpCall& call, const Tensor& out);          \
+  void matmul(const OpCall& call, const Tensor& out);              \
+  void linear(const OpCall& call, const Tensor& out);              \
+  void conv2d(const OpCall& call, const Tensor& out);              \
+  void pool2d(const OpCall& call, const Tensor& out);              \
+  void unfold(const OpCall& call, const Tensor& out); /* im2col */ \
+  void cat(const OpCall& call, const Tensor& out);                 \
+  void index_select(const OpCall& call, const Tensor& out);        \
+  void factory(const OpCall& call, const Tensor& out);             \
+  void random(const OpCall& call, const Tensor& out);              \
   }
 
 KILN_DECLARE_FAMILY_KERNELS(cpu)

@@ -100,6 +100,7 @@ KILN_UNARY_FN(Tanh, tanh(x))
 KILN_UNARY_FN(Sigmoid, T(1) / (T(1) + exp(-x)))
 KILN_UNARY_FN(Silu, x / (T(1) + exp(-x)))
 KILN_UNARY_FN(Reciprocal, T(1) / x)
+KILN_UNARY_FN(Erf, erf(x))
 #undef KILN_UNARY_FN
 // relu and gelu need comparisons / an attribute, so they are spelled out.
 template <>
@@ -189,7 +190,7 @@ template <class F> void visit_unary_op(OpId op, F&& f) {
 #define KILN_CASE(Id) case OpId::Id: f(std::integral_constant<OpId, OpId::Id>{}); return;
     KILN_CASE(Neg) KILN_CASE(Abs) KILN_CASE(Exp) KILN_CASE(Log) KILN_CASE(Sqrt)
     KILN_CASE(Rsqrt) KILN_CASE(Sin) KILN_CASE(Cos) KILN_CASE(Tanh) KILN_CASE(Sigmoid)
-    KILN_CASE(Relu) KILN_CASE(Silu) KILN_CASE(Reciprocal)
+    KILN_CASE(Relu) KILN_CASE(Silu) KILN_CASE(Reciprocal) KILN_CASE(Erf)
 #undef KILN_CASE
     default: return;
   }

@@ -33,6 +33,7 @@ enum class OpFamily : uint8_t {
   Linear,
   Conv2d,
   Pool2d,
+  Unfold,
   Cat,
   IndexSelect,
   ToDevice,

@@ -250,6 +250,8 @@ int64_t pooled_size(const OpCall& c, int64_t in, int i) {
   KILN_CHECK(k > 0 && s > 0 && p >= 0, ValueError, "[", c.name(),
              "] expected kernel > 0, stride > 0 and padding >= 0, got kernel ", k, ", stride ", s,
              ", padding ", p);
+  KILN_CHECK(in > 0, ShapeError, "[", c.name(), "] expected non-empty spatial dims, got size 0 in ",
+             i == 0 ? "height" : "width", " (padding cannot make up an empty input)");
   const int64_t out = (in + 2 * p - k) / s + 1;
   KILN_CHECK(in + 2 * p >= k && out > 0, ShapeError, "[", c.name(), "] input size ", in,
              " (padded by ", p, " on each side) is smaller than the kernel size ", k);
@@ -300,6 +302,32 @@ OutputMeta infer_pool2d(const OpCall& c) {
   sizes[sizes.size() - 2] = pooled_size(c, x.size(-2), 0);
   sizes[sizes.size() - 1] = pooled_size(c, x.size(-1), 1);
   return contiguous_meta(std::move(sizes), x.dtype(), x.device());
+}
+
+// Im2Col: x [N, C, H, W] -> [N, C*kH*kW, oH*oW]. Col2Im: the reverse map onto
+// [N, C, H, W] with attrs.dims = {H, W}, summing where patches overlap.
+OutputMeta infer_unfold(const OpCall& c) {
+  check_input_count(c, 1, 1);
+  const Tensor& x = c.inputs[0];
+  require_floating(c, x.dtype(), "input");
+  const int64_t kk = c.attrs.kernel[0] * c.attrs.kernel[1];
+  if (c.op == OpId::Im2Col) {
+    KILN_CHECK(x.dim() == 4, ShapeError,
+               "[im2col] expected input of rank 4 [N, C, H, W], got shape ", dims_str(x.sizes()));
+    const int64_t oh = pooled_size(c, x.size(2), 0), ow = pooled_size(c, x.size(3), 1);
+    return contiguous_meta({x.size(0), x.size(1) * kk, oh * ow}, x.dtype(), x.device());
+  }
+  KILN_CHECK(c.attrs.dims.size() == 2, ValueError, "[col2im] expected output_size {H, W}, got ",
+             dims_str(c.attrs.dims));
+  KILN_CHECK(x.dim() == 3, ShapeError,
+             "[col2im] expected input of rank 3 [N, C*kH*kW, L], got shape ", dims_str(x.sizes()));
+  const int64_t oh = pooled_size(c, c.attrs.dims[0], 0), ow = pooled_size(c, c.attrs.dims[1], 1);
+  KILN_CHECK(kk > 0 && x.size(1) % kk == 0 && x.size(2) == oh * ow, ShapeError,
+             "[col2im] input of shape ", dims_str(x.sizes()), " does not match kernel ",
+             c.attrs.kernel[0], "x", c.attrs.kernel[1], " patches of a ", c.attrs.dims[0], "x",
+             c.attrs.dims[1], " image (expected [N, C*", kk, ", ", oh * ow, "])");
+  return contiguous_meta({x.size(0), x.size(1) / kk, c.attrs.dims[0], c.attrs.dims[1]}, x.dtype(),
+                         x.device());
 }
 
 // ---- data movement
@@ -561,6 +589,8 @@ OutputMeta infer_output(const OpCall& c) {
       return infer_conv2d(c);
     case OpFamily::Pool2d:
       return infer_pool2d(c);
+    case OpFamily::Unfold:
+      return infer_unfold(c);
     case OpFamily::Cat:
       return infer_cat(c);
     case OpFamily::IndexSelect:

@@ -18,6 +18,8 @@
 
 namespace kiln {
 
+struct AutogradMeta;  // ops/autograd/node.h
+
 struct TensorImpl {
   std::shared_ptr<Storage> storage;  // null while the value is lazy (see runtime/lazy.h)
   int64_t offset = 0;                // in elements
@@ -27,7 +29,9 @@ struct TensorImpl {
   Device device;
   int64_t numel = 0;
   bool contiguous = true;
-  std::shared_ptr<PendingValue> pending;  // set while a replaying trace owes this value
+  std::shared_ptr<PendingValue> pending;   // set while a replaying trace owes this value
+  std::shared_ptr<AutogradMeta> autograd;  // null unless it requires grad or has a history
+  uint32_t version = 0;                    // bumped by every in-place write (autograd checks)
 
   void refresh();  // recomputes numel and contiguous from sizes/strides
 };
@@ -125,6 +129,23 @@ class Tensor {
   Tensor& div_(const Scalar& other);
   Tensor& clamp_(const Scalar& min, const Scalar& max);
   Tensor& relu_();
+
+  // ---- autograd (ops/autograd/): reverse mode over the ops that produced a tensor
+  bool requires_grad() const;
+  // Marks a leaf (floating point only) as needing its gradient; returns *this.
+  Tensor& set_requires_grad(bool requires_grad = true);
+  bool is_leaf() const;  // no recorded history (user-made, or made without grad)
+  // The accumulated gradient (undefined until a backward pass reaches this tensor).
+  Tensor grad() const;
+  void set_grad(const Tensor& grad);  // undefined clears it
+  // Also keep the gradient of a non-leaf in grad() during backward.
+  void retain_grad();
+  // Runs reverse mode from this tensor: grad defaults to 1 for a one-element tensor.
+  void backward(const Tensor& grad = {}, bool retain_graph = false) const;
+  // The same values without history (shares storage; never requires grad).
+  Tensor detach() const;
+  // The name of the op whose backward produces this tensor's gradient ("" for leaves).
+  std::string grad_fn_name() const;
 
  private:
   std::shared_ptr<TensorImpl> impl_;

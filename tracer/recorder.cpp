@@ -266,13 +266,17 @@ bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, cons
   // The same op on the very same inputs as earlier in this walk: a loop body reading values
   // made before the loop (x = tensor(...); for ...: y = f(x)) has come round again.
   // Scalars must repeat too (x * 2.0 and 1.0 * x are the same wiring, not a loop).
+  // An op without tensor inputs (a factory: zeros, a scalar constant) repeating says
+  // nothing about loops: a backward pass makes the same constants as its forward.
+  const bool has_inputs = !op.inputs.empty();
   bool repeats = false;
   int scanned = 0;
   size_t scalar_end = scalars_.size();
   for (const TraceNode* n = node_; n && n != &anchor_->root && scanned < 1024;
        n = n->parent, ++scanned) {
     const size_t count = n->op.scalar_kinds.size();
-    if (n->op.op == op.op && !op.in_place && n->op.same_wiring(op) && scalar_end >= count) {
+    if (has_inputs && n->op.op == op.op && !op.in_place && n->op.same_wiring(op) &&
+        scalar_end >= count) {
       bool same = true;
       for (size_t k = 0; k < count && same; ++k) {
         const Scalar& a = scalars_[scalar_end - count + k];
@@ -294,6 +298,10 @@ bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, cons
   if (fresh->same_wiring(anchor_->first) && scalars_.size() >= call.scalars.size() &&
       same_scalars(scalars_.data(), anchor_->first.scalar_kinds.size()))
     return true;
+  if (!has_inputs) {
+    fresh_externals->clear();
+    return false;
+  }
   for (const auto& [head, values] : walk_heads_)
     if (fresh->same_wiring(head) && same_scalars(values.data(), values.size())) return true;
   if (walk_heads_.size() < 16)

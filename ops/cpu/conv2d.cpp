@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ops/cpu/blas_gemm.h"
+#include "ops/cpu/im2col.h"
 #include "ops/cpu/kernel_io.h"
 #include "ops/kernels.h"
 #include "runtime/parallel.h"
@@ -21,46 +22,7 @@
 namespace kiln::cpu {
 namespace {
 
-struct ConvGeometry {
-  int64_t channels, height, width;
-  int64_t kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
-  int64_t out_h, out_w;
-
-  int64_t patch_size() const { return channels * kernel_h * kernel_w; }
-  int64_t out_pixels() const { return out_h * out_w; }
-  bool is_pointwise() const {
-    return kernel_h == 1 && kernel_w == 1 && stride_h == 1 && stride_w == 1 && pad_h == 0 &&
-           pad_w == 0;
-  }
-};
-
-// columns[(c*kH + i)*kW + j][oh*oW + ow] = x[c][oh*sH - pH + i][ow*sW - pW + j], or 0,
-// for channels c in [first, last).
-template <class T>
-void im2col(const T* image, const ConvGeometry& g, int64_t first, int64_t last, T* columns) {
-  const int64_t pixels = g.out_pixels();
-  for (int64_t c = first; c < last; ++c) {
-    const T* plane = image + c * g.height * g.width;
-    for (int64_t i = 0; i < g.kernel_h; ++i) {
-      for (int64_t j = 0; j < g.kernel_w; ++j) {
-        T* row = columns + ((c * g.kernel_h + i) * g.kernel_w + j) * pixels;
-        for (int64_t oh = 0; oh < g.out_h; ++oh) {
-          T* dst = row + oh * g.out_w;
-          const int64_t ih = oh * g.stride_h - g.pad_h + i;
-          if (ih < 0 || ih >= g.height) {
-            std::fill(dst, dst + g.out_w, T(0));
-            continue;
-          }
-          const T* src = plane + ih * g.width;
-          for (int64_t ow = 0; ow < g.out_w; ++ow) {
-            const int64_t iw = ow * g.stride_w - g.pad_w + j;
-            dst[ow] = iw >= 0 && iw < g.width ? src[iw] : T(0);
-          }
-        }
-      }
-    }
-  }
-}
+using ConvGeometry = PatchGeometry;
 
 template <class T>
 void conv2d_typed(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,

@@ -9,49 +9,12 @@
 // accumulates onto it.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemm.cuh"
+#include "ops/cuda/im2col.cuh"
 
 namespace kiln::cuda_impl {
 namespace {
 
 constexpr int64_t kColBudget = int64_t{32} << 20;  // elements per im2col chunk
-
-struct ConvGeom {
-  int64_t c, h, w, kh, kw, sh, sw, ph, pw, ho, wo;
-};
-
-// U: unsigned index type wide enough for every index of the chunk (32-bit when possible).
-template <class T, class U>
-__global__ void im2col_kernel(const T* x, T* col, U total, ConvGeom g) {
-  const U L = static_cast<U>(g.ho * g.wo), K = static_cast<U>(g.c * g.kh * g.kw);
-  const U khw = static_cast<U>(g.kh * g.kw);
-  const U step = static_cast<U>(gridDim.x) * blockDim.x;
-  for (U idx = static_cast<U>(blockIdx.x) * blockDim.x + threadIdx.x; idx < total; idx += step) {
-    const U l = idx % L, rest = idx / L;
-    const U kk = rest % K, b = rest / K;
-    const U c = kk / khw, ij = kk % khw;
-    const U i = ij / static_cast<U>(g.kw), j = ij % static_cast<U>(g.kw);
-    const U oh = l / static_cast<U>(g.wo), ow = l % static_cast<U>(g.wo);
-    const int64_t ih = static_cast<int64_t>(oh) * g.sh - g.ph + static_cast<int64_t>(i);
-    const int64_t iw = static_cast<int64_t>(ow) * g.sw - g.pw + static_cast<int64_t>(j);
-    T v = T(0.0f);
-    if (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w)
-      v = x[((static_cast<int64_t>(b) * g.c + static_cast<int64_t>(c)) * g.h + ih) * g.w + iw];
-    col[idx] = v;
-  }
-}
-
-template <class T>
-void im2col(const T* x, T* col, int64_t images, const ConvGeom& g, int device, const char* op) {
-  const int64_t total = images * g.c * g.kh * g.kw * g.ho * g.wo;
-  const int grid = grid_for(total, 256, 1, device);
-  if (total < (int64_t{1} << 32))
-    im2col_kernel<T, uint32_t>
-        <<<grid, 256, 0, stream_of(device)>>>(x, col, static_cast<uint32_t>(total), g);
-  else
-    im2col_kernel<T, uint64_t>
-        <<<grid, 256, 0, stream_of(device)>>>(x, col, static_cast<uint64_t>(total), g);
-  cuda_context::check_last_launch(op);
-}
 
 template <class T>
 void run(const OpCall& call, const Tensor& out) {
@@ -61,17 +24,17 @@ void run(const OpCall& call, const Tensor& out) {
   const Tensor w = packed(call.inputs[1], dtype);
   const bool batched = x.dim() == 4;
   const int64_t n = batched ? x.size(0) : 1;
-  ConvGeom g{x.size(-3),
-             x.size(-2),
-             x.size(-1),
-             w.size(2),
-             w.size(3),
-             call.attrs.stride[0],
-             call.attrs.stride[1],
-             call.attrs.padding[0],
-             call.attrs.padding[1],
-             out.size(-2),
-             out.size(-1)};
+  PatchGeom g{x.size(-3),
+              x.size(-2),
+              x.size(-1),
+              w.size(2),
+              w.size(3),
+              call.attrs.stride[0],
+              call.attrs.stride[1],
+              call.attrs.padding[0],
+              call.attrs.padding[1],
+              out.size(-2),
+              out.size(-1)};
   const int64_t o_ch = w.size(0), k = g.c * g.kh * g.kw, l = g.ho * g.wo;
   const int device = out.device().index;
   const bool has_bias = call.inputs.size() > 2 && call.inputs[2].defined();
@@ -94,7 +57,7 @@ void run(const OpCall& call, const Tensor& out) {
     T* colp = static_cast<T*>(col.data_ptr());
     for (int64_t b0 = 0; b0 < n; b0 += chunk) {
       const int64_t nb = n - b0 < chunk ? n - b0 : chunk;
-      im2col<T>(xp + b0 * g.c * g.h * g.w, colp, nb, g, device, op);
+      im2col<T>(xp + b0 * g.c * g.h * g.w, colp, nb, g, T(0.0f), device, op);
       const MatrixArg ca{colp, l, 1, k * l};
       gemm(dtype, device, GemmShape{nb, o_ch, l, k}, wa, ca, y + b0 * o_ch * l, l, o_ch * l,
            has_bias, op);

@@ -73,6 +73,7 @@ from ._tracer import (  # noqa: E402,F401  (the tracer: regions, compile, explai
 )
 from ._profiler import profile  # noqa: E402,F401  (kiln.profile(): the profiler)
 from ._plot import plot_warmup  # noqa: E402,F401
+from . import autograd, optim, utils  # noqa: E402,F401
 from . import cuda  # noqa: E402
 from . import nn  # noqa: E402
 

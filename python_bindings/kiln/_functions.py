@@ -2,7 +2,7 @@
 from_numpy / from_dlpack (zero-copy), *_like factories, max/min/var/std in PyTorch
 spelling, and small conveniences (no_grad, is_tensor, ...)."""
 
-import contextlib
+import functools
 
 from . import _kiln as _C
 from ._kiln import Tensor
@@ -13,7 +13,8 @@ __all__ = [
     "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like",
     "max", "min", "argmin", "var", "std", "clip", "concat", "concatenate",
     "is_tensor", "is_floating_point", "numel", "no_grad", "inference_mode",
-    "set_grad_enabled", "movedim", "masked_fill", "triu", "tril",
+    "set_grad_enabled", "enable_grad", "is_grad_enabled", "movedim", "masked_fill", "triu",
+    "tril",
 ]
 
 _DEFAULT_FLOAT = _C.float32
@@ -79,8 +80,13 @@ def _numpy_supported(arr):
 def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of data (nested lists, a number, a numpy array, a
     tensor, or anything with __dlpack__ / __array_interface__)."""
+    result = _tensor_no_grad(data, dtype, device)
     if requires_grad:
-        raise _C.KilnRuntimeError("[tensor] requires_grad=True: kiln has no autograd yet")
+        result.requires_grad_(True)
+    return result
+
+
+def _tensor_no_grad(data, dtype, device):
     if dtype is not None and not isinstance(dtype, _C.dtype) and dtype not in (float, int, bool):
         raise _C.DTypeError(f"[tensor] dtype must be a kiln dtype (kiln.float32, ...), "
                             f"got {type(dtype).__name__}")
@@ -227,16 +233,73 @@ def numel(input):
     return input.numel()
 
 
-# ---- autograd-shaped no-ops (kiln has no autograd yet; PyTorch code uses these)
+# ---- grad mode (kiln.no_grad() etc.; kiln.autograd has the rest)
 
-@contextlib.contextmanager
-def no_grad():
-    yield
+class set_grad_enabled:
+    """Grad mode on or off: a call (sets it now), a context manager (restores the
+    previous mode on exit) and a function decorator, like torch.set_grad_enabled."""
+
+    def __init__(self, mode=True):
+        self.prev = _C.is_grad_enabled()
+        self.mode = bool(mode)
+        _C.set_grad_enabled_(self.mode)
+
+    def __enter__(self):
+        _C.set_grad_enabled_(self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        _C.set_grad_enabled_(self.prev)
+        return False
+
+    def __call__(self, fn):
+        _C.set_grad_enabled_(self.prev)  # as a decorator it only wraps
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradMode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class _GradMode(set_grad_enabled):
+    """A context manager / decorator that sets the mode only when entered."""
+
+    def __init__(self, mode):
+        self.prev = _C.is_grad_enabled()
+        self.mode = mode
+
+    def __enter__(self):
+        self.prev = _C.is_grad_enabled()
+        _C.set_grad_enabled_(self.mode)
+        return self
+
+    def __call__(self, fn):
+        mode = self.mode
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _GradMode(mode):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """No history is recorded inside (optimizer updates, evaluation)."""
+
+    def __init__(self):
+        super().__init__(False)
+
+
+class enable_grad(_GradMode):
+    """History is recorded inside, even within no_grad."""
+
+    def __init__(self):
+        super().__init__(True)
 
 
 inference_mode = no_grad
-
-
-@contextlib.contextmanager
-def set_grad_enabled(mode):
-    yield
+is_grad_enabled = _C.is_grad_enabled

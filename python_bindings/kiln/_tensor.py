@@ -26,11 +26,53 @@ def _method(fn, name=None):
 
 _new_size = tuple.__new__  # the extension already returns a tuple of ints
 Tensor.shape = property(lambda self: _new_size(Size, self._sizes), doc="The sizes, as a kiln.Size.")
-Tensor.data = property(lambda self: self, doc="The tensor itself (kiln has no autograd).")
-Tensor.requires_grad = property(lambda self: False)
-Tensor.grad = property(lambda self: None)
-Tensor.is_leaf = property(lambda self: True)
 Tensor.__array_priority__ = 1000  # numpy defers `ndarray op tensor` to the tensor
+
+
+# ---- autograd (ops/autograd in C++)
+
+class _GradFn:
+    """The backward node of a tensor with history (read-only: its name)."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name):
+        self._name = name
+
+    def name(self):
+        return self._name
+
+    def __repr__(self):
+        return f"<{self._name}>"
+
+
+def _grad_fn(self):
+    name = _C._tensor_grad_fn_name(self)
+    return _GradFn(name) if name else None
+
+
+Tensor.data = property(lambda self: self.detach(),
+                       doc="The same values without history (shares storage).")
+Tensor.requires_grad = property(_C._tensor_requires_grad,
+                                lambda self, flag: _C._requires_grad_(self, bool(flag)))
+Tensor.grad = property(_C._tensor_grad, _C._tensor_set_grad,
+                       doc="The accumulated gradient, or None.")
+Tensor.is_leaf = property(_C._tensor_is_leaf)
+Tensor.grad_fn = property(_grad_fn)
+Tensor.requires_grad_ = _C._requires_grad_
+Tensor.retain_grad = _C._tensor_retain_grad
+
+
+@_method
+def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulates d(self)/d(leaf) into every leaf's .grad (gradient defaults to 1 for
+    a one-element tensor)."""
+    if create_graph:
+        raise _C.KilnRuntimeError("[backward] create_graph=True (higher-order gradients) "
+                                  "is not supported by kiln's autograd")
+    if inputs is not None:
+        raise _C.KilnRuntimeError("[backward] inputs= is not supported; use kiln.autograd.grad")
+    _C._tensor_backward(self, gradient, bool(retain_graph))
 
 
 @_method
@@ -48,13 +90,6 @@ def stride(self, dim=None):
 @_method
 def is_floating_point(self):
     return self.dtype.is_floating_point
-
-
-@_method
-def requires_grad_(self, requires_grad=True):
-    if requires_grad:
-        raise _C.KilnRuntimeError("[requires_grad_] kiln has no autograd yet")
-    return self
 
 
 # ---- conversions

@@ -11,6 +11,8 @@
 //   interop.cpp       __array_interface__, from_numpy, DLPack export and import
 //   site.cpp          the tracer's site provider (the user's Python file:line)
 //   tracer_api.cpp    regions, explain(), reset(), tracer settings, GraphBreakError
+//   autograd_api.cpp  requires_grad / grad / backward, grad mode, autograd.grad,
+//                     checkpoint, losses, the optimizers' C++ cores
 // The pure-Python package (python_bindings/kiln) adds PyTorch spellings on top.
 #pragma once
 
@@ -38,6 +40,7 @@ void register_interop();
 void register_site();
 void register_tracer();
 void register_profiler();
+void register_autograd();
 
 // The Python class object of kiln.Tensor (set by register_tensor_class).
 PyObject* tensor_type();

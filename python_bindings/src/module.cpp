@@ -14,4 +14,5 @@ BOOST_PYTHON_MODULE(_kiln) {
   register_site();
   register_tracer();
   register_profiler();
+  register_autograd();
 }

@@ -121,6 +121,8 @@ const char* family_name(OpFamily f) {
       return "conv2d";
     case OpFamily::Pool2d:
       return "pool2d";
+    case OpFamily::Unfold:
+      return "unfold";
     case OpFamily::Cat:
       return "cat";
     case OpFamily::IndexSelect:
@@ -220,6 +222,20 @@ Tensor pool2d_fn(const Tensor& x, const bp::object& kernel, const bp::object& st
   return Max ? kiln::max_pool2d(x, k, s, p) : kiln::avg_pool2d(x, k, s, p);
 }
 
+Tensor im2col_fn(const Tensor& x, const bp::object& kernel, const bp::object& stride,
+                 const bp::object& padding, double pad_value) {
+  return kiln::im2col(x, to_pair(kernel, "im2col", "kernel_size"),
+                      to_pair(stride, "im2col", "stride"), to_pair(padding, "im2col", "padding"),
+                      pad_value);
+}
+
+Tensor col2im_fn(const Tensor& cols, const bp::object& output_size, const bp::object& kernel,
+                 const bp::object& stride, const bp::object& padding) {
+  auto size = to_pair(output_size, "col2im", "output_size");
+  return kiln::col2im(cols, Dims{size[0], size[1]}, to_pair(kernel, "col2im", "kernel_size"),
+                      to_pair(stride, "col2im", "stride"), to_pair(padding, "col2im", "padding"));
+}
+
 bp::tuple split_fn(const Tensor& x, const bp::object& sizes, int64_t dim) {
   PyObject* p = sizes.ptr();
   if (PyTuple_Check(p) || PyList_Check(p)) {
@@ -239,6 +255,7 @@ Tensor squeeze_fn(const Tensor& x, const bp::object& dim) {
 struct FactoryKw {
   std::optional<DType> dtype;
   Device device = kCPU;
+  bool requires_grad = false;
 };
 
 FactoryKw factory_keywords(const bp::dict& kw, const char* op) {
@@ -263,9 +280,11 @@ FactoryKw factory_keywords(const bp::dict& kw, const char* op) {
                                        type_name(value)));
         out.device = d();
       }
-    } else if (k == "requires_grad" || k == "pin_memory") {
+    } else if (k == "requires_grad") {
+      out.requires_grad = PyObject_IsTrue(value);
+    } else if (k == "pin_memory") {
       KILN_CHECK(!PyObject_IsTrue(value), ValueError, "[", op, "] ", k,
-                 "=True is not supported (kiln has no autograd / pinned memory yet)");
+                 "=True is not supported (kiln has no pinned memory)");
     } else {
       throw DTypeError(detail::cat("[", op, "] got an unexpected keyword argument '", k, "'"));
     }
@@ -276,8 +295,10 @@ FactoryKw factory_keywords(const bp::dict& kw, const char* op) {
 template <Tensor (*Make)(const Dims&, TensorOptions)>
 bp::object sized_factory(const bp::tuple& args, const bp::dict& kw, const char* op) {
   FactoryKw f = factory_keywords(kw, op);
-  return bp::object(Make(sizes_from_args(args, 0, op),
-                         TensorOptions(f.dtype.value_or(DType::Float32), f.device)));
+  Tensor t =
+      Make(sizes_from_args(args, 0, op), TensorOptions(f.dtype.value_or(DType::Float32), f.device));
+  if (f.requires_grad) t.set_requires_grad(true);
+  return bp::object(t);
 }
 
 bp::object empty_raw(bp::tuple args, bp::dict kw) {
@@ -324,8 +345,10 @@ bp::object arange_raw(bp::tuple args, bp::dict kw) {
     all_int &= !v[i].is_floating();
   }
   TensorOptions opts(f.dtype.value_or(all_int ? DType::Int64 : DType::Float32), f.device);
-  if (n == 1) return bp::object(kiln::arange(v[0], opts));
-  return bp::object(kiln::arange(v[0], v[1], n == 3 ? v[2] : Scalar(int64_t{1}), opts));
+  Tensor t = n == 1 ? kiln::arange(v[0], opts)
+                    : kiln::arange(v[0], v[1], n == 3 ? v[2] : Scalar(int64_t{1}), opts);
+  if (f.requires_grad) t.set_requires_grad(true);
+  return bp::object(t);
 }
 
 Tensor scalar_tensor_fn(const bp::object& value, const bp::object& dtype,
@@ -474,6 +497,12 @@ void register_ops() {
       (bp::arg("input"), bp::arg("kernel_size"), bp::arg("stride") = none, bp::arg("padding") = 0);
   bp::def("max_pool2d", &pool2d_fn<true>, pool_args);
   bp::def("avg_pool2d", &pool2d_fn<false>, pool_args);
+  bp::def("im2col", &im2col_fn,
+          (bp::arg("input"), bp::arg("kernel_size"), bp::arg("stride") = 1, bp::arg("padding") = 0,
+           bp::arg("pad_value") = 0.0));
+  bp::def("col2im", &col2im_fn,
+          (bp::arg("input"), bp::arg("output_size"), bp::arg("kernel_size"), bp::arg("stride") = 1,
+           bp::arg("padding") = 0));
 
   // joining, splitting, indexing
   bp::def(

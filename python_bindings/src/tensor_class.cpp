@@ -170,7 +170,7 @@ Tensor cuda_of(const Tensor& t, const bp::object& device) {
 // A new handle aliasing t's memory (kiln has no autograd, so nothing else to drop).
 // A view op rather than a copy of the TensorImpl: a lazy value (tracer replay) gets
 // its storage later, and only the impl the tracer knows about receives it.
-Tensor detach(const Tensor& t) { return t.expand(t.sizes()); }
+Tensor detach(const Tensor& t) { return t.detach(); }
 
 // ---- reductions as methods
 

@@ -367,6 +367,18 @@ def test_pool2d(rng, name, kernel, stride, padding):
                  atol=1e-6)
 
 
+@pytest.mark.parametrize("kernel,stride,padding", [(3, 1, 0), (3, 2, 1), ((2, 3), (1, 2), 0)])
+def test_im2col_col2im(rng, kernel, stride, padding):
+    x = randn(rng, 2, 3, 9, 10)
+    cols = torch.nn.functional.unfold(t(x), kernel, 1, padding, stride)
+    got = kiln.im2col(k(x), kernel, stride, padding)
+    assert_close(got, cols, rtol=1e-6, atol=1e-7)
+    c = randn(rng, *cols.shape)
+    folded = torch.nn.functional.fold(t(c), (9, 10), kernel, 1, padding, stride)
+    assert_close(kiln.col2im(k(c), (9, 10), kernel, stride, padding), folded, rtol=1e-6,
+                 atol=1e-6)
+
+
 # ---- joining, splitting, indexing
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -511,6 +523,7 @@ def test_like_factories(rng):
 COVERED = set(UNARY) | set(BINARY) | {
     "cast", "clamp", "where", "sum", "mean", "max", "min", "argmax", "var", "softmax",
     "log_softmax", "layer_norm", "matmul", "linear", "conv2d", "max_pool2d", "avg_pool2d",
+    "im2col", "col2im",
     "cat", "index_select", "to_device", "empty", "full", "arange", "rand", "randn", "view",
     "permute", "slice", "select", "expand", "squeeze", "unsqueeze",
 }

@@ -93,6 +93,23 @@ struct VectorBinary<OpId::Minimum> {
   }
 };
 
+// xsimd's batch pow is exp(y * log|x|) with sign fix-ups: it gets IEEE's special cases
+// wrong (pow(0, 0) and pow(0, -1) give 0, pow(NaN, 0) gives NaN) and loses ulps as
+// |y log x| grows. Each lane calls the scalar pow (libm), the answer of every other path
+// (the scalar loops, the LLVM and CUDA code generators).
+template <>
+struct VectorBinary<OpId::Pow> {
+  template <class B>
+  B operator()(B a, B b) const {
+    using T = typename B::value_type;
+    T x[B::size], y[B::size];
+    a.store_unaligned(x);
+    b.store_unaligned(y);
+    for (size_t i = 0; i < B::size; ++i) x[i] = pm::BinaryFn<OpId::Pow>{}(x[i], y[i]);
+    return B::load_unaligned(x);
+  }
+};
+
 // ---- loops over contiguous arrays; the tail goes through one padded batch
 
 // Copies a tail of fewer than one batch (a plain loop: cheaper than memcpy calls here).
@@ -193,7 +210,8 @@ void set_compare(KernelTable<T>& t) {
 template <class T, class Arch>
 void fill_table(KernelTable<T>& t) {
   set_unary<T, Arch, OpId::Neg, OpId::Abs, OpId::Exp, OpId::Log, OpId::Sqrt, OpId::Rsqrt, OpId::Sin,
-            OpId::Cos, OpId::Tanh, OpId::Sigmoid, OpId::Relu, OpId::Silu, OpId::Reciprocal>(t);
+            OpId::Cos, OpId::Tanh, OpId::Sigmoid, OpId::Relu, OpId::Silu, OpId::Reciprocal,
+            OpId::Erf>(t);
   t.unary[static_cast<int>(OpId::Gelu)] = &unary_functor_kernel<T, Arch, pm::GeluErf>;
   t.gelu_tanh = &unary_functor_kernel<T, Arch, pm::GeluTanh>;
   set_binary<T, Arch, OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum,

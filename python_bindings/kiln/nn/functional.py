@@ -6,18 +6,26 @@ the tracer sees the ops one by one.
 
 import math
 
+from .. import _functions
 from .. import _kiln as _C
 
 __all__ = [
     "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
     "layer_norm", "linear", "dropout", "conv2d", "max_pool2d", "avg_pool2d",
     "cross_entropy", "nll_loss", "mse_loss", "embedding", "one_hot",
-    "scaled_dot_product_attention",
+    "scaled_dot_product_attention", "binary_cross_entropy_with_logits", "binary_cross_entropy",
 ]
 
 
+def _in_place_ok(input):
+    """In place only when no gradient needs the overwritten value (kiln's autograd
+    rules read their inputs, so an in-place activation on a tensor with history runs
+    out of place instead)."""
+    return not (input.requires_grad and _C.is_grad_enabled())
+
+
 def relu(input, inplace=False):
-    return input.relu_() if inplace else _C.relu(input)
+    return input.relu_() if inplace and _in_place_ok(input) else _C.relu(input)
 
 
 def relu_(input):
@@ -31,7 +39,7 @@ def gelu(input, approximate="none"):
 
 def silu(input, inplace=False):
     out = _C.silu(input)
-    return input.copy_(out) if inplace else out
+    return input.copy_(out) if inplace and _in_place_ok(input) else out
 
 
 def sigmoid(input):
@@ -193,6 +201,30 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         loss = loss * valid
         return _reduce(loss, reduction, valid.sum() if reduction == "mean" else None)
     return nll_loss(logp, target, weight, ignore_index, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    """BCE of sigmoid(input) against target in the stable form
+    max(x, 0) - x * y + log(1 + exp(-|x|)) (ops/losses.cpp)."""
+    if weight is None and pos_weight is None:
+        return _C.binary_cross_entropy_with_logits(input, target, reduction)
+    log_sig = -_C.binary_cross_entropy_with_logits(input, _functions.ones_like(input), "none")
+    log_one_minus = -_C.binary_cross_entropy_with_logits(input, _functions.zeros_like(input), "none")
+    pw = 1.0 if pos_weight is None else pos_weight
+    loss = -(pw * target * log_sig + (1 - target) * log_one_minus)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    """-(y log p + (1 - y) log(1 - p)) with the logs clamped at -100 like PyTorch."""
+    loss = -(target * _C.clamp(_C.log(input), -100.0, None)
+             + (1 - target) * _C.clamp(_C.log(1 - input), -100.0, None))
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
 
 
 def mse_loss(input, target, reduction="mean"):

@@ -13,8 +13,15 @@ __all__ = [
     "Parameter", "Module", "Sequential", "ModuleList", "ModuleDict", "Identity",
     "Linear", "LayerNorm", "Embedding", "Conv2d", "MaxPool2d", "AvgPool2d", "Dropout",
     "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Flatten",
-    "MultiheadAttention", "CrossEntropyLoss", "MSELoss",
+    "MultiheadAttention", "CrossEntropyLoss", "MSELoss", "BCEWithLogitsLoss",
 ]
+
+
+
+def _no_grad():
+    from .._functions import no_grad
+
+    return no_grad()
 
 
 # ---- Parameter: a tensor marked as a module parameter
@@ -35,6 +42,8 @@ class Parameter(metaclass=_ParameterMeta):
             raise TypeError(f"Parameter expects a kiln.Tensor, got {type(data).__name__}")
         p = data.detach()
         p._kiln_is_param = True
+        if requires_grad and p.dtype.is_floating_point:
+            p.requires_grad_(True)
         return p
 
 
@@ -212,10 +221,18 @@ class Module:
         return self.train(False)
 
     def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none=True):
-        pass
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad.zero_()
 
     # -- state
     def state_dict(self, destination=None, prefix="", keep_vars=False):
@@ -257,7 +274,8 @@ class Module:
                     f"Error(s) in loading state_dict for {type(self).__name__}: size mismatch "
                     f"for {key}: copying a param with shape {list(value.shape)} from "
                     f"checkpoint, the shape in current model is {list(target.shape)}.")
-            target.copy_(value)
+            with _no_grad():
+                target.copy_(value)
         return _IncompatibleKeys(missing, unexpected)
 
     # -- device / dtype moves (parameters and buffers replaced by converted tensors)
@@ -703,6 +721,18 @@ class CrossEntropyLoss(Module):
                                self.label_smoothing)
 
 
+class BCEWithLogitsLoss(Module):
+    def __init__(self, weight=None, reduction="mean", pos_weight=None):
+        super().__init__()
+        self.weight = weight
+        self.reduction = reduction
+        self.pos_weight = pos_weight
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy_with_logits(input, target, self.weight, self.reduction,
+                                                  self.pos_weight)
+
+
 class MSELoss(Module):
     def __init__(self, reduction="mean"):
         super().__init__()
@@ -740,7 +770,8 @@ class MultiheadAttention(Module):
         self.out_proj = _OutProj(embed_dim, embed_dim, bias=bias, device=device, dtype=dtype)
         init.xavier_uniform_(self.in_proj_weight)
         if bias:
-            self.out_proj.bias.zero_()
+            with _no_grad():
+                self.out_proj.bias.zero_()
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):

@@ -1,0 +1,168 @@
+#include "ops/autograd/engine.h"
+
+#include <map>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ops/api.h"
+#include "ops/autograd/grad_mode.h"
+#include "ops/autograd/node.h"
+#include "runtime/error.h"
+
+namespace kiln::autograd {
+namespace {
+
+struct Later {
+  bool operator()(const Node* a, const Node* b) const { return a->sequence < b->sequence; }
+};
+
+// Where grad() captures a gradient instead of accumulating it: (node, slot) -> result.
+using Captures = std::map<std::pair<const Node*, int>, size_t>;
+
+void check_root(const Tensor& root, size_t i) {
+  KILN_CHECK(root.defined(), ValueError, "[backward] root ", i, " is undefined");
+  KILN_CHECK(requires_grad(root), Error, "[backward] element ", i,
+             " of the tensors does not require grad and has no grad_fn (was it computed "
+             "under no_grad, or from tensors that do not require grad?)");
+}
+
+Tensor seed_grad(const Tensor& root, const std::vector<Tensor>& grads, size_t i) {
+  if (i < grads.size() && grads[i].defined()) {
+    const Tensor& g = grads[i];
+    KILN_CHECK(g.sizes() == root.sizes(), ShapeError, "[backward] grad ", i, " has shape ",
+               dims_str(g.sizes()), " but its root has shape ", dims_str(root.sizes()));
+    return g.dtype() == root.dtype() && g.device() == root.device()
+               ? g
+               : g.to(root.device()).to(root.dtype());
+  }
+  KILN_CHECK(root.numel() == 1, Error, "[backward] grad can be implied only for a tensor with ",
+             "one element; root ", i, " has shape ", dims_str(root.sizes()),
+             " (pass a gradient of that shape)");
+  return ones(root.sizes(), TensorOptions(root.dtype(), root.device()));
+}
+
+// A node's gradient for input i, checked against the input and converted to its dtype.
+Tensor conform(const Node& node, size_t i, Tensor g) {
+  const ValueInfo& info = node.inputs[i];
+  KILN_CHECK(g.sizes() == info.sizes, Error, "[backward] ", node.name(),
+             " produced a gradient of shape ", dims_str(g.sizes()), " for input ", i, " of shape ",
+             dims_str(info.sizes), " (kiln bug)");
+  if (g.device() != info.device) g = g.to(info.device);
+  if (g.dtype() != info.dtype) g = g.to(info.dtype);
+  return g;
+}
+
+void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
+         const Captures* captures, std::vector<Tensor>* captured) {
+  NoGradScope no_grad;
+  // Seed the root edges.
+  std::unordered_map<Node*, TensorList> buffers;
+  std::vector<std::shared_ptr<Node>> keep;  // the graph stays alive while it runs
+  std::vector<Edge> root_edges;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    check_root(roots[i], i);
+    Edge e = edge_of(roots[i]);
+    TensorList& buf = buffers[e.fn.get()];
+    buf.resize(static_cast<size_t>(e.fn->num_outputs()));
+    Tensor g = seed_grad(roots[i], grads, i);
+    buf[e.slot] = buf[e.slot].defined() ? add(buf[e.slot], g) : g;
+    root_edges.push_back(std::move(e));
+  }
+  // Count the dependencies of every reachable node.
+  std::unordered_map<Node*, int> deps;
+  std::vector<Node*> stack;
+  std::unordered_set<Node*> seen;  // reachable nodes
+  for (const Edge& e : root_edges) {
+    if (seen.insert(e.fn.get()).second) {
+      stack.push_back(e.fn.get());
+      keep.push_back(e.fn);
+    }
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next) {
+      if (!e.fn) continue;
+      ++deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) {
+        stack.push_back(e.fn.get());
+        keep.push_back(e.fn);
+      }
+    }
+  }
+  std::priority_queue<Node*, std::vector<Node*>, Later> ready;
+  std::unordered_set<Node*> queued;
+  for (const Edge& e : root_edges)
+    if (deps[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push(e.fn.get());
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    TensorList in = std::move(buffers[n]);
+    buffers.erase(n);
+    in.resize(static_cast<size_t>(n->num_outputs()));
+    for (size_t s = 0; s < in.size(); ++s) {
+      if (!in[s].defined()) continue;
+      if (s < n->retained.size()) {
+        if (auto impl = n->retained[s].lock(); impl && impl->autograd) {
+          Tensor& kept = impl->autograd->grad;
+          kept = kept.defined() ? add(kept, in[s]) : in[s].clone();
+        }
+      }
+    }
+    if (captures) {
+      for (size_t s = 0; s < in.size(); ++s) {
+        auto it = captures->find({n, static_cast<int>(s)});
+        if (it == captures->end() || !in[s].defined()) continue;
+        Tensor& slot = (*captured)[it->second];
+        slot = slot.defined() ? add(slot, in[s]) : in[s];
+      }
+    }
+    // grad() returns gradients and leaves the leaves' grad() alone.
+    const bool sink = captures && dynamic_cast<AccumulateGrad*>(n) != nullptr;
+    TensorList out = sink ? TensorList(n->next.size()) : n->apply(in);
+    if (!retain_graph) n->release();
+    for (size_t i = 0; i < n->next.size(); ++i) {
+      const Edge& e = n->next[i];
+      if (!e.fn) continue;
+      if (i < out.size() && out[i].defined()) {
+        Tensor g = conform(*n, i, std::move(out[i]));
+        TensorList& buf = buffers[e.fn.get()];
+        buf.resize(static_cast<size_t>(e.fn->num_outputs()));
+        Tensor& dst = buf[static_cast<size_t>(e.slot)];
+        dst = dst.defined() ? add(dst, g) : std::move(g);
+      }
+      if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
+    }
+  }
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  run(roots, grads, retain_graph, nullptr, nullptr);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
+                         const std::vector<Tensor>& grads, bool retain_graph, bool allow_unused) {
+  Captures captures;
+  std::vector<std::shared_ptr<Node>> keep;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    KILN_CHECK(requires_grad(inputs[i]), Error, "[grad] input ", i,
+               " does not require grad, so it has no gradient");
+    Edge e = edge_of(inputs[i]);
+    captures[{e.fn.get(), e.slot}] = i;
+    keep.push_back(std::move(e.fn));
+  }
+  std::vector<Tensor> out(inputs.size());
+  run(roots, grads, retain_graph, &captures, &out);
+  for (size_t i = 0; i < out.size(); ++i) {
+    KILN_CHECK(out[i].defined() || allow_unused, Error, "[grad] input ", i,
+               " is not used by the roots' graph (pass allow_unused=true to get an undefined "
+               "gradient for it)");
+  }
+  return out;
+}
+
+}  // namespace kiln::autograd

@@ -1,0 +1,118 @@
+// The autograd graph. Every op that runs with grad mode on and an input that requires
+// grad gets a Node; its Edges point to the nodes that produced its inputs (an
+// AccumulateGrad for a leaf). The graph is owned from the outputs backwards: a tensor's
+// AutogradMeta holds its grad_fn, each node holds the nodes behind it, and a leaf's
+// AccumulateGrad is held by the edges pointing to it (the leaf only keeps a weak link).
+//
+// Saved values. A node keeps only the inputs its backward rule reads (never its own
+// output, which would be a cycle: rules recompute what they need from the inputs), each
+// with the version it had. Reading a saved input that was since written in place, or
+// after the graph was released by a backward pass without retain_graph, is an error
+// that names the op.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/registry.h"
+
+namespace kiln::autograd {
+
+class Node;
+
+// Where a gradient goes: input slot `slot` of node `fn` (null: nowhere).
+struct Edge {
+  std::shared_ptr<Node> fn;
+  int slot = 0;
+};
+
+// Shape, dtype and device of a value a node's gradient is for.
+struct ValueInfo {
+  Dims sizes;
+  DType dtype = DType::Float32;
+  Device device;
+};
+
+class Node {
+ public:
+  virtual ~Node() = default;
+  // Gradients of the node's inputs (one per next edge; undefined for none) from the
+  // gradients of its outputs (undefined where no gradient arrived).
+  virtual TensorList apply(const TensorList& grad_outputs) = 0;
+  virtual std::string name() const = 0;
+  virtual int num_outputs() const { return 1; }
+  // Drops saved values once a backward pass without retain_graph is done with them.
+  virtual void release() {}
+
+  std::vector<Edge> next;         // one per input
+  std::vector<ValueInfo> inputs;  // what each input's gradient must look like
+  uint64_t sequence = 0;          // creation order: later nodes run first
+  // Non-leaf tensors that asked for retain_grad(), per output slot.
+  std::vector<std::weak_ptr<TensorImpl>> retained;
+};
+
+// The gradient sink of a leaf: adds into leaf.grad (holds the leaf).
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
+  TensorList apply(const TensorList& grad_outputs) override;
+  std::string name() const override { return "AccumulateGrad"; }
+  const std::shared_ptr<TensorImpl>& leaf() const { return leaf_; }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+// A recorded op: its call (inputs kept only where the rule reads them) and its rule.
+class OpNode final : public Node {
+ public:
+  // saved_mask bit i: keep call.inputs[i]. The call's tensors outside the mask are
+  // dropped here.
+  OpNode(const OpCall& call, const OutputMeta& out, uint32_t saved_mask);
+  TensorList apply(const TensorList& grad_outputs) override;
+  std::string name() const override;
+  void release() override;
+
+  const OpCall& call() const { return call_; }
+  const OutputMeta& output() const { return out_; }
+  // A saved input; throws if it was not saved, was released or modified in place.
+  const Tensor& saved(size_t i) const;
+
+ private:
+  OpCall call_;
+  OutputMeta out_;
+  std::vector<uint32_t> versions_;
+  uint32_t saved_mask_;
+  bool released_ = false;
+};
+
+}  // namespace kiln::autograd
+
+namespace kiln {
+// Per-tensor autograd state (TensorImpl::autograd).
+struct AutogradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<autograd::Node> grad_fn;  // null for leaves
+  int output_slot = 0;
+  bool is_view = false;  // made by a view op from a tensor with history
+  Tensor grad;
+  std::weak_ptr<autograd::AccumulateGrad> accumulator;  // leaves: the sink edges point to
+};
+
+}  // namespace kiln
+
+namespace kiln::autograd {
+
+// The meta of t, created on demand.
+AutogradMeta& meta_of(const Tensor& t);
+// Whether t takes part in autograd (requires grad, directly or through its history).
+inline bool requires_grad(const Tensor& t) {
+  return t.defined() && t.impl()->autograd && t.impl()->autograd->requires_grad;
+}
+// The edge a gradient for t flows into (its grad_fn slot, or its leaf's AccumulateGrad).
+Edge edge_of(const Tensor& t);
+uint64_t next_sequence();
+
+}  // namespace kiln::autograd

@@ -1,0 +1,83 @@
+#include "ops/autograd/rules.h"
+
+#include "ops/api.h"
+
+namespace kiln::autograd {
+namespace {
+
+constexpr BackwardRule kNone{};
+constexpr BackwardRule kPointwise{pointwise_backward, pointwise_saved};
+constexpr BackwardRule kReduce{reduce_backward, reduce_saved};
+constexpr BackwardRule kLinalg{linalg_backward, linalg_saved};
+constexpr BackwardRule kData{data_backward, data_saved};
+
+const BackwardRule& family_rule(OpId op) {
+  switch (op_info(op).family) {
+    case OpFamily::Unary:
+    case OpFamily::Clamp:
+    case OpFamily::Binary:
+    case OpFamily::Where:
+      return kPointwise;
+    case OpFamily::Reduce:
+    case OpFamily::Softmax:
+    case OpFamily::LayerNorm:
+      return kReduce;
+    case OpFamily::Matmul:
+    case OpFamily::Linear:
+    case OpFamily::Conv2d:
+    case OpFamily::Pool2d:
+    case OpFamily::Unfold:
+      return kLinalg;
+    case OpFamily::Cat:
+    case OpFamily::IndexSelect:
+    case OpFamily::ToDevice:
+    case OpFamily::View:
+      return kData;
+    case OpFamily::Factory:
+    case OpFamily::Random:
+      return kNone;
+  }
+  return kNone;
+}
+
+}  // namespace
+
+const BackwardRule& backward_rule(OpId op) {
+  switch (op) {
+    // Results that are piecewise constant or integral: no gradient flows.
+    case OpId::Eq:
+    case OpId::Ne:
+    case OpId::Lt:
+    case OpId::Le:
+    case OpId::Gt:
+    case OpId::Ge:
+    case OpId::Argmax:
+      return kNone;
+    default:
+      return family_rule(op);
+  }
+}
+
+Tensor sum_to(const Tensor& grad, const Dims& sizes) {
+  if (grad.sizes() == sizes) return grad;
+  const int64_t lead = grad.dim() - static_cast<int64_t>(sizes.size());
+  Dims dims;
+  for (int64_t d = 0; d < grad.dim(); ++d) {
+    if (d < lead || (sizes[d - lead] == 1 && grad.size(d) != 1)) dims.push_back(d);
+  }
+  Tensor out = dims.empty() ? grad : sum(grad, dims, /*keepdim=*/true);
+  if (lead > 0 || out.sizes() != sizes) out = out.reshape(sizes);
+  return out;
+}
+
+Tensor expand_reduced(const Tensor& grad, const Dims& input_sizes, const Dims& dims, bool keepdim) {
+  Tensor g = grad;
+  if (!keepdim) {
+    Dims kept = input_sizes;
+    for (int64_t d : dims) kept[d] = 1;
+    g = g.reshape(kept);
+  }
+  return g.expand(input_sizes);
+}
+
+}  // namespace kiln::autograd

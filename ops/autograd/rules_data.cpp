@@ -1,0 +1,96 @@
+// Backward rules of data movement: views (the gradient is reshaped, permuted back,
+// summed over expanded dims, or placed into zeros for slices), cat (the gradient is cut
+// back into the pieces), index_select (rows summed back through a one-hot product) and
+// to_device (the engine moves the gradient back).
+#include "ops/api.h"
+#include "ops/autograd/rules.h"
+
+namespace kiln::autograd {
+namespace {
+
+Tensor zeros_for(const OpNode& n, const Tensor& g) {
+  return zeros(n.inputs[0].sizes, TensorOptions(g.dtype(), g.device()));
+}
+
+Tensor view_grad(const OpNode& n, const Tensor& g) {
+  const OpCall& c = n.call();
+  const Dims& in = n.inputs[0].sizes;
+  switch (c.op) {
+    case OpId::View:
+    case OpId::Squeeze:
+    case OpId::Unsqueeze:
+      return g.reshape(in);
+    case OpId::Permute: {
+      Dims inverse(c.attrs.dims.size());
+      for (size_t i = 0; i < c.attrs.dims.size(); ++i)
+        inverse[c.attrs.dims[i]] = static_cast<int64_t>(i);
+      return g.permute(inverse);
+    }
+    case OpId::Expand:
+      return sum_to(g, in);
+    case OpId::Slice: {
+      Tensor out = zeros_for(n, g);
+      out.slice(c.attrs.dim, c.attrs.start, c.attrs.end, c.attrs.step).copy_(g);
+      return out;
+    }
+    case OpId::Select: {
+      Tensor out = zeros_for(n, g);
+      out.select(c.attrs.dim, c.attrs.start).copy_(g);
+      return out;
+    }
+    default:
+      return {};
+  }
+}
+
+TensorList cat_grad(const OpNode& n, const Tensor& g) {
+  const int64_t dim = n.call().attrs.dim;
+  TensorList out(n.inputs.size());
+  int64_t start = 0;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const int64_t len = n.inputs[i].sizes[dim];
+    if (n.next[i].fn) out[i] = g.narrow(dim, start, len);
+    start += len;
+  }
+  return out;
+}
+
+// x.index_select(dim, index): rows of g go back to the rows they came from, summed
+// where an index repeats: onehot[index, rows]^T @ g, with dim moved to the front.
+Tensor index_select_grad(const OpNode& n, const Tensor& g) {
+  const int64_t dim = n.call().attrs.dim;
+  const Dims& in = n.inputs[0].sizes;
+  const Tensor index = n.saved(1).reshape({-1, 1});
+  const int64_t rows = in.empty() ? 1 : in[dim];
+  const Tensor onehot =
+      (index == arange(rows, TensorOptions(DType::Int64, g.device())).view({1, -1})).to(g.dtype());
+  if (in.empty()) return sum(onehot.reshape({-1}) * g.reshape({-1})).reshape(in);
+  const Tensor gm = g.transpose(0, dim);  // [k, ...rest]
+  Dims moved = gm.sizes();
+  moved[0] = rows;
+  const Tensor summed = matmul(onehot.t(), gm.reshape({gm.size(0), -1}));
+  return summed.reshape(moved).transpose(0, dim).contiguous();
+}
+
+}  // namespace
+
+TensorList data_backward(const OpNode& n, const Tensor& g) {
+  switch (n.call().info().family) {
+    case OpFamily::View:
+      return {view_grad(n, g)};
+    case OpFamily::Cat:
+      return cat_grad(n, g);
+    case OpFamily::IndexSelect:
+      return {index_select_grad(n, g), Tensor()};
+    case OpFamily::ToDevice:
+      return {g};  // the engine moves it to the input's device
+    default:
+      return TensorList(n.call().inputs.size());
+  }
+}
+
+uint32_t data_saved(const OpCall& c, uint32_t) {
+  return c.info().family == OpFamily::IndexSelect ? bit(1) : 0;
+}
+
+}  // namespace kiln::autograd
