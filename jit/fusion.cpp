@@ -80,8 +80,11 @@ const Dims& input_sizes(const TraceProgram& p, const InputRef& ref) {
 }
 
 DType input_dtype(const TraceProgram& p, const InputRef& ref) {
-  return ref.kind == InputRef::Kind::External ? external_guard(p, ref.index).dtype
-                                              : p.ops[ref.index].meta.dtype;
+  if (ref.kind == InputRef::Kind::External) return external_guard(p, ref.index).dtype;
+  // The value of an in-place op is its target: x.add_(y) into a bfloat16 x computes in
+  // the promoted dtype (its meta) but leaves x bfloat16.
+  const TraceOp& op = p.ops[ref.index];
+  return op.in_place ? input_dtype(p, op.target) : op.meta.dtype;
 }
 
 std::vector<int> scalar_bases(const TraceProgram& p) {

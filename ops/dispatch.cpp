@@ -101,7 +101,12 @@ Tensor execute(const OpCall& call, const OutputMeta& meta) {
     return Tensor::make_view(call.inputs[0].storage(), meta.sizes, meta.strides, meta.offset,
                              meta.dtype);
   }
-  Tensor out = Tensor::make(meta.sizes, meta.dtype, meta.device);
+  Tensor out;
+  try {
+    out = Tensor::make(meta.sizes, meta.dtype, meta.device);
+  } catch (const OutOfMemoryError& e) {  // name the op whose output did not fit
+    throw OutOfMemoryError(detail::cat("[", call.name(), "] ", e.what()));
+  }
   run_kernel(call, out);
   return out;
 }

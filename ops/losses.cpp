@@ -52,7 +52,9 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
   KILN_CHECK(input.sizes() == target.sizes(), ShapeError,
              "[binary_cross_entropy_with_logits] target shape ", dims_str(target.sizes()),
              " must equal input shape ", dims_str(input.sizes()));
-  const Tensor loss = relu(input) - input * target + log(1 + exp(-abs(input)));
+  // maximum(x, 0), not relu(x): at x == 0 its gradient is 1/2 (kiln's tie rule), so the
+  // input gradient there is sigmoid(0) - y like PyTorch's, where relu's 0 would give -y.
+  const Tensor loss = maximum(input, Scalar(0.0)) - input * target + log(1 + exp(-abs(input)));
   return reduce_loss(loss, reduction, "binary_cross_entropy_with_logits");
 }
 

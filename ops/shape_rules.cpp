@@ -369,10 +369,9 @@ OutputMeta infer_index_select(const OpCall& c) {
   const int64_t dim = wrap_dim(c.attrs.dim, x.dim(), "index_select");
   Dims sizes = x.sizes();
   if (x.dim() == 0) {
-    KILN_CHECK(index.numel() <= 1, ShapeError,
-               "[index_select] a 0-dim input takes at most one "
-               "index, got ",
-               index.numel());
+    // The result of a 0-dim input is 0-dim: one element, so exactly one index picks it.
+    KILN_CHECK(index.numel() == 1, ShapeError,
+               "[index_select] a 0-dim input takes exactly one index, got ", index.numel());
   } else {
     sizes[dim] = index.numel();
   }
@@ -519,6 +518,11 @@ OutputMeta infer_view(const OpCall& c) {
         sizes[i] = want;
         strides[i] = want == have ? x.stride(j) : 0;
       }
+      int64_t numel = 1;
+      const bool empty = std::find(sizes.begin(), sizes.end(), 0) != sizes.end();
+      for (int64_t s : sizes)
+        KILN_CHECK(empty || !__builtin_mul_overflow(numel, s, &numel), ShapeError,
+                   "[expand] the shape ", dims_str(sizes), " has too many elements (over 2^63)");
       return view_meta(x, std::move(sizes), std::move(strides), x.storage_offset());
     }
     case OpId::Squeeze: {

@@ -1,5 +1,6 @@
 #include "runtime/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -30,10 +31,19 @@ Tensor Tensor::make(const Dims& sizes, DType dtype, Device device) {
   impl->sizes = sizes;
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
-  impl->numel = dims_numel(sizes);
+  // Sizes come from shape rules that allow up to 2^63 elements; their byte count may
+  // still overflow (2^62 float32s): that is an allocation no machine can make.
+  int64_t numel = 1, bytes = 0;
+  bool overflow = false;
+  for (int64_t s : sizes) overflow |= __builtin_mul_overflow(numel, s, &numel);
+  if (std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) numel = 0, overflow = false;
+  overflow |= __builtin_mul_overflow(numel, static_cast<int64_t>(itemsize(dtype)), &bytes);
+  KILN_CHECK(!overflow && numel >= 0, OutOfMemoryError, "cannot allocate a ", dtype_name(dtype),
+             " tensor of shape ", dims_str(sizes), ": its size in bytes does not fit in 63 bits");
+  impl->numel = numel;
   impl->contiguous = true;
   impl->device = device;
-  impl->storage = Storage::allocate(static_cast<size_t>(impl->numel * itemsize(dtype)), device);
+  impl->storage = Storage::allocate(static_cast<size_t>(bytes), device);
   return Tensor(std::move(impl));
 }
 

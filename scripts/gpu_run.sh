@@ -17,7 +17,8 @@
 #      (workers under python3), one table; JSON to $OUT/gpu_workloads.json
 # and prints a summary table last (the tool returns only the output's last 12,000
 # characters). Logs, JUnit XML and benchmark JSON go to $OUT (at most 8 files).
-# KILN_GPU_STEPS=tests runs steps 1-3 and the demos only (no benchmarks).
+# KILN_GPU_STEPS=tests runs steps 1-3 and the demos only (no benchmarks);
+# KILN_GPU_STEPS=train adds the training-step table (bench/training_step.py).
 # Each step has a time limit and the whole run stays inside KILN_GPU_BUDGET_S
 # (default 590 s), so the summary is printed even when a step hangs.
 set -uo pipefail
@@ -154,7 +155,7 @@ py_overhead_torch_step() {
 # The GPU workloads: the script runs under python3 (PyTorch) and starts kiln's workers
 # through a wrapper that runs the carried 3.11 with kiln's environment (py311 above).
 # It stops its workers and prints its tables before its --budget is spent.
-gpu_workloads_step() {
+make_kiln_python() {
   local kiln_python="$DEB_ROOT/kiln-python3.11"
   {
     echo '#!/usr/bin/env bash'
@@ -163,13 +164,24 @@ gpu_workloads_step() {
     echo 'py311 "$@"'
   } >"$kiln_python"
   chmod +x "$kiln_python"
-  PYTHONUNBUFFERED=1 python3 bench/gpu_workloads.py --kiln-python "$kiln_python" \
+  echo "$kiln_python"
+}
+gpu_workloads_step() {
+  PYTHONUNBUFFERED=1 python3 bench/gpu_workloads.py --kiln-python "$(make_kiln_python)" \
     --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/gpu_workloads.json"
+}
+# Training steps (bench/training_step.py): kiln eager / traced vs PyTorch eager /
+# torch.compile, one table.
+training_step() {
+  PYTHONUNBUFFERED=1 python3 bench/training_step.py --device cuda \
+    --kiln-python "$(make_kiln_python)" --torch-python python3 \
+    --timeout $((${STEP_LIMIT_S:-300} / 4)) --json "$OUT/training_step.json" |
+    tee "$OUT/training_step.txt"
 }
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
 export -f kiln_env py311 setup_step tests_step demo_step demo_py_step pytest_step bench_step \
-  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step
+  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step
 
 summary() {
   echo
@@ -216,6 +228,10 @@ PYEOF
     echo "-- Python per-op overhead"
     cat "$OUT/py_overhead.txt"
   fi
+  if [[ -s "$OUT/training_step.txt" ]]; then
+    echo "-- training steps (bench/training_step.py)"
+    cat "$OUT/training_step.txt"
+  fi
   if [[ -s "$OUT/gpu_workloads.json" ]]; then
     echo "-- GPU workloads (bench/gpu_workloads.py; full report in gpu_run.log)"
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["tables"])' \
@@ -230,7 +246,10 @@ main() {
   step "kiln_demo" 60 demo_step
   step "demo.py (python3.11)" 120 demo_py_step
   step "pytest (python3.11)" 180 pytest_step
-  if [[ "${KILN_GPU_STEPS:-all}" == tests ]]; then  # tests and demos only, no benchmarks
+  if [[ "${KILN_GPU_STEPS:-all}" == train ]]; then  # tests, demos and the training table
+    step "training step bench" 300 training_step
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == tests || "${KILN_GPU_STEPS:-all}" == train ]]; then
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return

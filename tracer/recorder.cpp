@@ -1,5 +1,6 @@
 #include "tracer/recorder.h"
 
+#include "ops/autograd/record.h"
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -110,6 +111,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
   if (mode_ == Mode::Replay) {  // fast path: the call is the next op of the hot trace
     for (const auto& c : node_->children) {
       if (c->plans_below > 0 && match_call(c->op, call, target, &new_externals)) {
+        note_replayed_head(call, meta, target, c->op);
         Tensor value = target ? *target : make_lazy(meta);
         node_ = c.get();
         commit(call, new_externals, value);
@@ -152,6 +154,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
   if (mode_ == Mode::Replay) {
     TraceNode* child = node_->find_child(op);
     if (child && child->plans_below > 0) {
+      note_replayed_head(call, meta, target, child->op);
       Tensor value = target ? *target : make_lazy(meta);
       node_ = child;
       commit(call, new_externals, value);
@@ -252,7 +255,9 @@ bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, cons
                                 const TraceOp& op, TraceOp* fresh,
                                 std::vector<Tensor>* fresh_externals) {
   // Inside a region (compile(fn), Region) the region's edges end traces: no loop closing.
-  if (node_ == &anchor_->root || !regions_.empty()) return false;
+  // Nor inside kiln's own loops (a backward pass, an optimizer step).
+  if (node_ == &anchor_->root || !regions_.empty() || autograd::tls_library_loop_depth > 0)
+    return false;
   auto same_scalars = [&](const Scalar* a, size_t count) {
     if (count != call.scalars.size()) return false;
     for (size_t k = 0; k < count; ++k) {
@@ -308,6 +313,25 @@ bool TraceRecorder::closes_loop(const OpCall& call, const OutputMeta& meta, cons
     walk_heads_.push_back({*fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
   fresh_externals->clear();
   return false;
+}
+
+// Recording, closes_loop notes each op whose inputs are all external as a walk head (a
+// later op with the same wiring closes a loop there). A replayed op must be noted too, or
+// the walk that replays a trace misses the heads of its replayed part and runs on past
+// the op where the recording closed its loop: the trace diverges there and recompiles
+// one head further each time (a training step's per-parameter optimizer updates never
+// replayed, growing by one parameter per step).
+void TraceRecorder::note_replayed_head(const OpCall& call, const OutputMeta& meta,
+                                       const Tensor* target, const TraceOp& edge) {
+  if (node_ == &anchor_->root || !regions_.empty() || autograd::tls_library_loop_depth > 0 ||
+      edge.inputs.empty() || walk_heads_.size() >= 16)
+    return;
+  for (const InputRef& r : edge.inputs)
+    if (r.kind != InputRef::Kind::External) return;
+  if (edge.in_place && edge.target.kind != InputRef::Kind::External) return;
+  std::vector<Tensor> fresh_externals;
+  walk_heads_.push_back({describe(call, meta, target, &fresh_externals, true),
+                         std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
 }
 
 InputRef TraceRecorder::ref_for(const Tensor& t, bool fresh, TraceOp* op,

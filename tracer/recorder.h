@@ -91,6 +91,9 @@ class TraceRecorder final : public DispatchHook {
   void end_walk(Boundary kind, const std::string& reason, const UserSite& site);
   bool closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                    const TraceOp& op, TraceOp* fresh, std::vector<Tensor>* fresh_externals);
+  // A replayed op notes itself as a walk head like closes_loop does for a recorded one.
+  void note_replayed_head(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                          const TraceOp& edge);
   void side_exit(const std::string& why);
   void materialize(size_t count);
   void bind_outputs(const std::vector<Tensor>& values);

@@ -49,8 +49,23 @@ class CheckpointNode final : public Node {
         root_grads.push_back(grads[i]);
       }
     }
-    if (!roots.empty()) backward(roots, root_grads);
     TensorList result(saved_.size());
+    if (in_grad_call()) {
+      // Under autograd::grad(): the segment inputs' gradients only, no leaf's grad()
+      // touched (a parameter used inside the segment included).
+      std::vector<Tensor> wrt;
+      std::vector<size_t> slots;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!next[i].fn) continue;
+        wrt.push_back(inputs[i]);
+        slots.push_back(i);
+      }
+      if (roots.empty() || wrt.empty()) return result;
+      const std::vector<Tensor> g = grad(roots, wrt, root_grads, false, /*allow_unused=*/true);
+      for (size_t k = 0; k < slots.size(); ++k) result[slots[k]] = g[k];
+      return result;
+    }
+    if (!roots.empty()) backward(roots, root_grads);
     for (size_t i = 0; i < inputs.size(); ++i)
       if (next[i].fn) result[i] = inputs[i].grad();
     return result;

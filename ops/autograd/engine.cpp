@@ -8,6 +8,7 @@
 #include "ops/api.h"
 #include "ops/autograd/grad_mode.h"
 #include "ops/autograd/node.h"
+#include "ops/autograd/record.h"
 #include "runtime/error.h"
 
 namespace kiln::autograd {
@@ -56,6 +57,7 @@ Tensor conform(const Node& node, size_t i, Tensor g) {
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
          const Captures* captures, std::vector<Tensor>* captured) {
   NoGradScope no_grad;
+  LibraryLoopScope in_backward;
   // Seed the root edges.
   std::unordered_map<Node*, TensorList> buffers;
   std::vector<std::shared_ptr<Node>> keep;  // the graph stays alive while it runs
@@ -144,8 +146,18 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
   run(roots, grads, retain_graph, nullptr, nullptr);
 }
 
+namespace {
+constinit thread_local int tls_grad_calls = 0;
+}  // namespace
+
+bool in_grad_call() { return tls_grad_calls > 0; }
+
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grads, bool retain_graph, bool allow_unused) {
+  struct GradCall {
+    GradCall() { ++tls_grad_calls; }
+    ~GradCall() { --tls_grad_calls; }
+  } in_grad;
   Captures captures;
   std::vector<std::shared_ptr<Node>> keep;
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -20,5 +20,8 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& inputs,
                          const std::vector<Tensor>& grads = {}, bool retain_graph = false,
                          bool allow_unused = false);
+// True while this thread runs a grad() pass (a node that runs a nested pass, as a
+// checkpoint does, must then return gradients instead of accumulating into leaves).
+bool in_grad_call();
 
 }  // namespace kiln::autograd

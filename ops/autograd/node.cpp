@@ -44,11 +44,14 @@ TensorList AccumulateGrad::apply(const TensorList& grad_outputs) {
   AutogradMeta& m = *leaf_->autograd;
   NoGradScope no_grad;
   if (!m.grad.defined()) {
-    // Keep the incoming buffer when nothing else can see it; otherwise a private copy,
-    // so that two leaves never share (and later accumulate into) one gradient.
-    const bool private_buffer = incoming.impl_ptr().use_count() <= 2 && incoming.is_contiguous() &&
-                                !incoming.impl()->autograd;
-    m.grad = private_buffer ? incoming : incoming.clone();
+    // Always a private copy: the incoming gradient may be the very tensor another leaf
+    // receives (d(a + b)), or a view of one (a reshape's gradient is a view of its
+    // input's, which may be the caller's grad argument), so keeping it would let a
+    // later in-place accumulation write into another leaf's gradient or the caller's
+    // tensor. Whether storage is shared cannot be told for a lazy value (no storage
+    // while a trace replays), and the choice must not differ between recording and
+    // replaying a trace (a different op stream would never replay), so no shortcut.
+    m.grad = incoming.clone();
   } else {
     m.grad.add_(incoming);
   }

@@ -7,6 +7,7 @@
 namespace kiln::autograd {
 
 constinit thread_local bool tls_grad_enabled = true;
+constinit thread_local int tls_library_loop_depth = 0;
 
 bool grad_enabled() { return tls_grad_enabled; }
 void set_grad_enabled(bool enabled) { tls_grad_enabled = enabled; }

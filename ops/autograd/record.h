@@ -12,6 +12,16 @@
 namespace kiln::autograd {
 
 extern constinit thread_local bool tls_grad_enabled;
+// > 0 while this thread runs kiln's own loops: a backward pass (it recomputes forward
+// ops on the same inputs) or an optimizer step (the same update for every parameter).
+// The tracer does not look for the start of a user loop inside them.
+extern constinit thread_local int tls_library_loop_depth;
+struct LibraryLoopScope {
+  LibraryLoopScope() { ++tls_library_loop_depth; }
+  ~LibraryLoopScope() { --tls_library_loop_depth; }
+  LibraryLoopScope(const LibraryLoopScope&) = delete;
+  LibraryLoopScope& operator=(const LibraryLoopScope&) = delete;
+};
 
 // Cheap test dispatch runs on every op: grad mode on and an input requiring grad.
 inline bool should_record(const OpCall& call) {

@@ -21,9 +21,13 @@ Tensor view_grad(const OpNode& n, const Tensor& g) {
     case OpId::Unsqueeze:
       return g.reshape(in);
     case OpId::Permute: {
+      // attrs.dims is the order as written by the caller: negative dims count from the end.
+      const int64_t rank = static_cast<int64_t>(c.attrs.dims.size());
       Dims inverse(c.attrs.dims.size());
-      for (size_t i = 0; i < c.attrs.dims.size(); ++i)
-        inverse[c.attrs.dims[i]] = static_cast<int64_t>(i);
+      for (int64_t i = 0; i < rank; ++i) {
+        const int64_t d = c.attrs.dims[i];
+        inverse[d < 0 ? d + rank : d] = i;
+      }
       return g.permute(inverse);
     }
     case OpId::Expand:

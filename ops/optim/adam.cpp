@@ -7,6 +7,7 @@
 
 #include "ops/api.h"
 #include "ops/autograd/grad_mode.h"
+#include "ops/autograd/record.h"
 #include "ops/optim/optimizer.h"
 #include "runtime/error.h"
 
@@ -34,6 +35,7 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions options, bool decoupled)
 
 void Adam::step() {
   autograd::NoGradScope no_grad;
+  autograd::LibraryLoopScope one_update;  // one trace with the step, not a loop per param
   const AdamOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];

@@ -3,6 +3,7 @@
 // g + momentum * buf with Nesterov; p -= lr * g (+= when maximizing).
 #include "ops/api.h"
 #include "ops/autograd/grad_mode.h"
+#include "ops/autograd/record.h"
 #include "ops/optim/optimizer.h"
 #include "runtime/error.h"
 
@@ -19,6 +20,7 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions options)
 
 void SGD::step() {
   autograd::NoGradScope no_grad;
+  autograd::LibraryLoopScope one_update;  // one trace with the step, not a loop per param
   const SGDOptions& o = options_;
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];

@@ -1,9 +1,12 @@
 // Differential test of the tracer: random op programs (pointwise, broadcasting,
 // reductions, softmax, matmul, views, cat, in-place updates of inputs, random ops,
-// host reads feeding scalars back in) run for several iterations eagerly and traced
-// must agree, outputs and mutated inputs alike. Each program's seed is printed on failure.
+// host reads feeding scalars back in) run for several iterations eagerly, traced and
+// interpreted, and traced and JIT-compiled must agree, outputs and mutated inputs alike
+// (run_modes.h switches the modes). Each program's seed is printed on failure. The
+// fuzzer (tests/fuzz/) goes wider: every op of the registry, dtypes, shapes, aliasing.
 #include <functional>
 
+#include "run_modes.h"
 #include "tracer_util.h"
 
 namespace kt {
@@ -167,19 +170,21 @@ TEST_P(TracerDifferential, RandomProgramsAgreeEagerAndTraced) {
     std::vector<Tensor> inputs;
     for (int i = 0; i < p.num_inputs; ++i) inputs.push_back(random_tensor({kN, kN}, dtype));
     if (GetParam() >= 2) inputs[1] = random_tensor({kN, kN}, dtype).t();  // non-contiguous
-    kiln::tracer::reset();
     std::vector<Host> expected;
     {
-      kiln::tracer::set_enabled(false);
+      RunModeScope eager(RunMode::Eager);
       expected = run(p, inputs, 5, seed);
-      kiln::tracer::set_enabled(true);
     }
-    const std::vector<Host> traced = run(p, inputs, 5, seed);
-    ASSERT_EQ(traced.size(), expected.size());
-    for (size_t i = 0; i < traced.size(); ++i) {
-      ASSERT_TRUE(all_close(traced[i], expected[i], tol))
-          << "program seed " << seed << ", value " << i << " of " << traced.size() << "\n"
-          << kiln::tracer::explain().table();
+    for (RunMode mode : {RunMode::Interpreted, RunMode::Jit}) {
+      RunModeScope traced_mode(mode);
+      const std::vector<Host> traced = run(p, inputs, 5, seed);
+      ASSERT_EQ(traced.size(), expected.size());
+      for (size_t i = 0; i < traced.size(); ++i) {
+        ASSERT_TRUE(all_close(traced[i], expected[i], tol))
+            << mode_name(mode) << ", program seed " << seed << ", value " << i << " of "
+            << traced.size() << "\n"
+            << kiln::tracer::explain().table();
+      }
     }
   }
 }

@@ -180,26 +180,45 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return _reduce(loss, reduction, w.sum() if reduction == "mean" else None)
 
 
+def _target_weights(target, weight, ignore_index, num_classes, dtype):
+    """Per target: weight[target] (1 without weights), 0 where target == ignore_index."""
+    valid = (target != ignore_index).to(dtype)
+    if weight is None:
+        return valid
+    classes = _C.arange(num_classes, device=target.device)
+    hit = target.unsqueeze(-1) == classes
+    return _C.where(hit, weight, 0.0).sum(-1) * valid
+
+
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     """log_softmax over the class dim (1, or 0 for a single sample) then nll_loss; a
-    floating target of input's shape is taken as class probabilities."""
+    floating target of input's shape is taken as class probabilities. label_smoothing
+    follows PyTorch: (1 - s) * nll + s / C * (the smoothing term -sum_c w_c log p_c,
+    zero at ignored targets, reduced like nll: 'mean' divides by the targets' weight)."""
     class_dim = 0 if input.ndim == 1 else 1
+    num_classes = input.shape[class_dim]
     logp = _C.log_softmax(input, class_dim)
+    weight_b = None
+    if weight is not None:
+        weight_b = weight.reshape((-1,) + (1,) * (input.ndim - class_dim - 1))
     if target.dtype.is_floating_point:
-        if weight is not None:
-            logp = logp * weight.reshape((-1,) + (1,) * (input.ndim - class_dim - 1))
+        if label_smoothing:
+            target = target * (1.0 - label_smoothing) + label_smoothing / num_classes
+        if weight_b is not None:
+            logp = logp * weight_b
         loss = -(target * logp).sum(class_dim)
         return _reduce(loss, reduction)
     if label_smoothing:
-        smooth = -logp.mean(class_dim)
-        nll = nll_loss(logp, target, weight, ignore_index, "none")
-        loss = (1.0 - label_smoothing) * nll + label_smoothing * smooth.reshape(nll.shape)
-        if reduction == "none":
-            return loss
-        valid = (target != ignore_index).to(loss.dtype)
-        loss = loss * valid
-        return _reduce(loss, reduction, valid.sum() if reduction == "mean" else None)
+        nll = nll_loss(logp, target, weight, ignore_index, reduction)
+        smooth = -(logp * weight_b if weight_b is not None else logp).sum(class_dim)
+        smooth = _C.where(target != ignore_index, smooth, 0.0)
+        if reduction == "mean":
+            w = _target_weights(target, weight, ignore_index, num_classes, smooth.dtype)
+            smooth = smooth.sum() / w.sum()
+        else:
+            smooth = _reduce(smooth, reduction)
+        return (1.0 - label_smoothing) * nll + smooth * (label_smoothing / num_classes)
     return nll_loss(logp, target, weight, ignore_index, reduction)
 
 
