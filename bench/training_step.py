@@ -123,7 +123,8 @@ def worker(args):
             model.load_state_dict(weights)
             model = model.to(args.device)
             x, y = (to_dev(a) for a in make_data(np, name, batch))
-            opt = fw.optim.Adam(model.parameters(), lr=1e-4)
+            opt = (fw.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+                   if args.optimizer == "sgd" else fw.optim.Adam(model.parameters(), lr=1e-4))
             forward = torch.compile(model) if system == "torch_compile" else model
             mse = fw.nn.functional.mse_loss
 
@@ -165,7 +166,8 @@ def worker(args):
 def run_worker(python, system, args):
     cmd = python.split() + [os.path.abspath(__file__), "--worker", system, "--device",
                             args.device, "--warmup", str(args.warmup), "--steps",
-                            str(args.steps), "--repeats", str(args.repeats)]
+                            str(args.steps), "--repeats", str(args.repeats), "--optimizer",
+                            args.optimizer]
     if args.quick:
         cmd.append("--quick")
     if args.only:
@@ -194,6 +196,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--timeout", type=int, default=600)
+    ap.add_argument("--optimizer", default="adam", choices=("adam", "sgd"))
     ap.add_argument("--json", default="")
     ap.add_argument("--worker", default="")
     args = ap.parse_args()
@@ -206,7 +209,7 @@ def main():
         for r in run_worker(python, system, args):
             rows.setdefault(r["case"], {})[system] = r
     names = args.systems.split(",")
-    print(f"training step, device {args.device}: per-step us (median of {args.repeats} x "
+    print(f"training step ({args.optimizer}), device {args.device}: per-step us (median of {args.repeats} x "
           f"{args.steps} steps after {args.warmup} warmup); (x) = time / kiln traced")
     print(f"{'case':18s}" + "".join(f"{n:>22s}" for n in names))
     for case, by in rows.items():

@@ -132,7 +132,8 @@ pytest_step() {
     return 1
   fi
   py311 -c 'import kiln, numpy; print("kiln from", kiln.__file__, "numpy", numpy.__version__)' || return 1
-  py311 -m pytest -q -p no:cacheprovider --junitxml="$OUT/pytest.xml" tests/python
+  # shellcheck disable=SC2086  # KILN_PYTEST_ARGS: extra pytest arguments (-k ..., -x)
+  py311 -m pytest -q -p no:cacheprovider --junitxml="$OUT/pytest.xml" ${KILN_PYTEST_ARGS:-} tests/python
 }
 
 bench_step() {
@@ -175,7 +176,7 @@ gpu_workloads_step() {
 training_step() {
   PYTHONUNBUFFERED=1 python3 bench/training_step.py --device cuda \
     --kiln-python "$(make_kiln_python)" --torch-python python3 \
-    --timeout $((${STEP_LIMIT_S:-300} / 4)) --json "$OUT/training_step.json" |
+    --timeout $((${STEP_LIMIT_S:-300} / 4)) --json "$OUT/training_step.json" ${KILN_TRAIN_ARGS:-} |
     tee "$OUT/training_step.txt"
 }
 
@@ -242,6 +243,22 @@ PYEOF
 
 main() {
   step "unpack + environment" 120 setup_step
+  if [[ "${KILN_GPU_STEPS:-all}" == script ]]; then  # KILN_GPU_SCRIPT under python3.11
+    step "script (python3.11)" 300 py311 "$KILN_GPU_SCRIPT"
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == pytest-only ]]; then  # the pytest suite alone
+    step "pytest (python3.11)" 300 pytest_step
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == train-only ]]; then  # the training table alone
+    step "training step bench" 300 training_step
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
   step "kiln_tests (gtest)" 300 tests_step
   step "kiln_demo" 60 demo_step
   step "demo.py (python3.11)" 120 demo_py_step

@@ -174,8 +174,18 @@ class FusedCudaTrace final : public FusedTrace {
         launch_all();
       }
     }
-    for (size_t i = 0; i < n; ++i)
-      if (user[i].defined()) v[i] = user[i];
+    // The user gets the copies of escaping library values, and views of them must view
+    // the copies too, not the staging buffers the next replay overwrites.
+    bool replaced = false;
+    for (size_t i = 0; i < n; ++i) {
+      if (!user[i].defined()) continue;
+      v[i] = user[i];
+      replaced = true;
+    }
+    if (replaced) {
+      for (const Step& step : plan_.steps)
+        if (step.kind == Step::Kind::View) run_eager_step(step, externals, scalars, v, Tensor());
+    }
     hand_out(values, v, wanted);
   }
 
