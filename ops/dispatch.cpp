@@ -91,6 +91,8 @@ Tensor dispatch(const OpCall& call) {
   Tensor result;
   DispatchHook* hook = current_hook();
   if (!hook || !hook->on_call(call, meta, &result)) result = execute(call, meta);
+  if (call.info().family == OpFamily::View)
+    call.inputs[0].impl()->share_version_with(*result.impl());
   if (autograd::should_record(call)) autograd::record(call, meta, result);
   return result;
 }
@@ -132,7 +134,7 @@ void dispatch_into(const OpCall& call, const Tensor& out) {
   const autograd::InPlacePlan history = autograd::prepare_in_place(call, meta, out);
   DispatchHook* hook = current_hook();
   if (!hook || !hook->on_call_into(call, meta, out)) execute_into(call, meta, out);
-  ++out.impl()->version;
+  out.impl()->bump_version();
   autograd::rebase(out, history);
 }
 

@@ -31,7 +31,21 @@ struct TensorImpl {
   bool contiguous = true;
   std::shared_ptr<PendingValue> pending;   // set while a replaying trace owes this value
   std::shared_ptr<AutogradMeta> autograd;  // null unless it requires grad or has a history
-  uint32_t version = 0;                    // bumped by every in-place write (autograd checks)
+  // In-place writes (autograd's check on saved values). Views share their base's count:
+  // the first view made of a tensor moves its count into a cell both then point to.
+  uint32_t own_version = 0;
+  std::shared_ptr<uint32_t> shared_version;
+  uint32_t version() const { return shared_version ? *shared_version : own_version; }
+  void bump_version() {
+    if (shared_version)
+      ++*shared_version;
+    else
+      ++own_version;
+  }
+  void share_version_with(TensorImpl& view) {
+    if (!shared_version) shared_version = std::make_shared<uint32_t>(own_version);
+    view.shared_version = shared_version;
+  }
 
   void refresh();  // recomputes numel and contiguous from sizes/strides
 };

@@ -67,7 +67,7 @@ OpNode::OpNode(const OpCall& call, const OutputMeta& out, uint32_t saved_mask)
   versions_.resize(call_.inputs.size());
   for (size_t i = 0; i < call_.inputs.size(); ++i) {
     if (saved_mask & bit(static_cast<int>(i)))
-      versions_[i] = call_.inputs[i].impl()->version;
+      versions_[i] = call_.inputs[i].impl()->version();
     else
       call_.inputs[i] = Tensor();
   }
@@ -86,7 +86,7 @@ const Tensor& OpNode::saved(size_t i) const {
              "backward pass; pass retain_graph=true to the first one");
   KILN_CHECK(i < call_.inputs.size() && call_.inputs[i].defined(), Error, "[backward] ",
              call_.name(), "'s backward reads input ", i, ", which was not saved (kiln bug)");
-  const uint32_t now = call_.inputs[i].impl()->version;
+  const uint32_t now = call_.inputs[i].impl()->version();
   KILN_CHECK(now == versions_[i], Error, "[backward] input ", i, " of ", call_.name(),
              ", needed for its gradient, was modified by an in-place operation (version ",
              versions_[i], " when saved, now ", now,

@@ -51,8 +51,9 @@ def _grad_fn(self):
     return _GradFn(name) if name else None
 
 
-Tensor.data = property(lambda self: self.detach(),
-                       doc="The same values without history (shares storage).")
+Tensor.data = property(_C._tensor_data,
+                       doc="The same values without history (shares storage; unlike detach(), "
+                           "writes through it are not checked by autograd).")
 Tensor.requires_grad = property(_C._tensor_requires_grad,
                                 lambda self, flag: _C._requires_grad_(self, bool(flag)))
 Tensor.grad = property(_C._tensor_grad, _C._tensor_set_grad,

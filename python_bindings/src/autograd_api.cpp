@@ -45,6 +45,14 @@ void set_grad(Tensor t, const bp::object& g) {
   t.set_grad(g.is_none() ? Tensor() : bp::extract<Tensor>(g)());
 }
 void retain_grad_m(Tensor t) { t.retain_grad(); }
+// Tensor.data: detach() without sharing the version counter (PyTorch's .data: writes
+// through it are not seen by autograd's saved-value check).
+Tensor data_of(const Tensor& t) {
+  Tensor d = t.detach();
+  d.impl()->shared_version.reset();
+  d.impl()->own_version = 0;
+  return d;
+}
 void backward_m(const Tensor& t, const bp::object& grad, bool retain_graph) {
   t.backward(grad.is_none() ? Tensor() : bp::extract<Tensor>(grad)(), retain_graph);
 }
@@ -115,6 +123,7 @@ void register_autograd() {
   bp::def(
       "_tensor_grad_fn_name", +[](const Tensor& t) { return t.grad_fn_name(); });
   bp::def("_tensor_retain_grad", &retain_grad_m);
+  bp::def("_tensor_data", &data_of);
   bp::def("_tensor_backward", &backward_m);
 
   bp::def("set_grad_enabled_", &autograd::set_grad_enabled);

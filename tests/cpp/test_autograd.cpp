@@ -890,11 +890,9 @@ TEST_F(AutogradEngine, ModifyingASavedInputInPlaceIsCaughtAtBackward) {
   EXPECT_TRUE(all_close(w.grad(), map(ah, [](double x) { return x + 1; }), tol_exact()));
 }
 
-// Known gap, disabled: the version counter is per TensorImpl (runtime/tensor.h), not shared
-// by the views of a storage (PyTorch shares it between a tensor, its views and detach()),
-// so a write through another view of a saved input is not seen and backward silently
-// uses the new values. Enable once views share the counter.
-TEST_F(AutogradEngine, DISABLED_ModifyingASavedInputThroughAViewIsCaught) {
+// Views (and detach()) share their base's version counter (runtime/tensor.h), so a write
+// through another view of a saved input is seen at backward.
+TEST_F(AutogradEngine, ModifyingASavedInputThroughAViewIsCaught) {
   Tensor a = make(random_host({2, 3}, kF64), kF64);
   Tensor w = leaf(random_host({2, 3}, kF64));
   Tensor loss = kiln::sum(a * w);

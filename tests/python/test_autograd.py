@@ -837,10 +837,6 @@ def test_version_counter_error_and_runtime_ok_after(rng):
     assert_close(u.grad, 2 * a)
 
 
-@pytest.mark.xfail(strict=True, reason="kiln bug: the version counter is per TensorImpl "
-                   "(runtime/tensor.h), not shared by views/detach() of the same data, so a "
-                   "write through an alias of a saved tensor is not detected and backward "
-                   "silently uses the new values (PyTorch raises)")
 @pytest.mark.parametrize("alias", ["detach", "slice", "leaf_slice"])
 def test_version_counter_sees_writes_through_aliases(rng, alias):
     a = rand(rng, 4)
