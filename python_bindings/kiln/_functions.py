@@ -235,16 +235,16 @@ def numel(input):
 
 # ---- grad mode (kiln.no_grad() etc.; kiln.autograd has the rest)
 
-class set_grad_enabled:
-    """Grad mode on or off: a call (sets it now), a context manager (restores the
-    previous mode on exit) and a function decorator, like torch.set_grad_enabled."""
+class _GradMode:
+    """A context manager / function decorator that sets grad mode while entered and
+    restores the previous mode on exit."""
 
-    def __init__(self, mode=True):
+    def __init__(self, mode):
         self.prev = _C.is_grad_enabled()
         self.mode = bool(mode)
-        _C.set_grad_enabled_(self.mode)
 
     def __enter__(self):
+        self.prev = _C.is_grad_enabled()
         _C.set_grad_enabled_(self.mode)
         return self
 
@@ -253,7 +253,6 @@ class set_grad_enabled:
         return False
 
     def __call__(self, fn):
-        _C.set_grad_enabled_(self.prev)  # as a decorator it only wraps
         mode = self.mode
 
         @functools.wraps(fn)
@@ -264,27 +263,21 @@ class set_grad_enabled:
         return wrapper
 
 
-class _GradMode(set_grad_enabled):
-    """A context manager / decorator that sets the mode only when entered."""
+class set_grad_enabled(_GradMode):
+    """Like torch.set_grad_enabled: a call sets the mode at once; as a context manager it
+    restores the previous mode on exit; as a decorator it only wraps."""
 
-    def __init__(self, mode):
-        self.prev = _C.is_grad_enabled()
-        self.mode = mode
+    def __init__(self, mode=True):
+        super().__init__(mode)
+        _C.set_grad_enabled_(self.mode)
 
-    def __enter__(self):
-        self.prev = _C.is_grad_enabled()
+    def __enter__(self):  # self.prev is the mode before the call
         _C.set_grad_enabled_(self.mode)
         return self
 
     def __call__(self, fn):
-        mode = self.mode
-
-        @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
-            with _GradMode(mode):
-                return fn(*args, **kwargs)
-
-        return wrapper
+        _C.set_grad_enabled_(self.prev)
+        return super().__call__(fn)
 
 
 class no_grad(_GradMode):
