@@ -305,7 +305,12 @@ class Lowerer {
         }
       }
       if (compute == DType::Bool) compute = DType::Int32;
-      v = node(binary_kop(op.op), out, cast(a, compute), cast(b, compute));
+      // 16-bit values compute in float32 with the scalar unrounded, then round, as the
+      // eager kernels do: a bfloat16 pow(x, 2.01) is not pow(x, 2), nor x * 1.001 x * 1.
+      if (compute == DType::Float16 || compute == DType::BFloat16) compute = DType::Float32;
+      v = node(binary_kop(op.op), is_comparison(op.op) ? out : compute, cast(a, compute),
+               cast(b, compute));
+      v = cast(v, out);
     } else if (fam == OpFamily::Where) {
       const int32_t c = cast(input(op.inputs[0], at), DType::Bool);
       v = node(KOp::Where, out, c, cast(input(op.inputs[1], at), out),

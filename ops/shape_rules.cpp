@@ -556,6 +556,11 @@ void check_inputs(const OpCall& c) {
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     KILN_CHECK(c.inputs[i].defined(), ValueError, "[", c.name(), "] tensor argument ", i,
                " is undefined");
+    // A value a failed replay owed (lazy, never to come): an error, not a null read.
+    const TensorImpl* t = c.inputs[i].impl();
+    if (!t->storage && t->pending && t->pending->failure())
+      lazy::throw_unavailable(detail::cat("[", c.name(), "] tensor argument ", i).c_str(),
+                              t->pending.get());
   }
   if (c.info().family == OpFamily::ToDevice) return;
   for (size_t i = 1; i < c.inputs.size(); ++i) {

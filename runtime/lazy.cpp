@@ -1,5 +1,9 @@
 #include "runtime/lazy.h"
 
+#include <string>
+
+#include "runtime/error.h"
+
 namespace kiln::lazy {
 namespace {
 FlushFn g_flush = nullptr;
@@ -15,6 +19,14 @@ void set_hooks(FlushFn flush_fn, SyncFn sync_fn) {
 
 void flush() {
   if (tls_pending && g_flush) g_flush();
+}
+
+void throw_unavailable(const char* what, const PendingValue* pending) {
+  const char* why = pending ? pending->failure() : nullptr;
+  throw Error(std::string(what) +
+              "'s value is unavailable: the traced computation that should have produced it "
+              "failed" +
+              (why ? std::string(" (") + why + ")" : std::string(" earlier")));
 }
 
 void sync(const char* reason, const SourceSite& site) {

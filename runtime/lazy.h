@@ -24,6 +24,9 @@ struct SourceSite {
 // Marker base for the tracer's per-value record attached to a lazy TensorImpl.
 struct PendingValue {
   virtual ~PendingValue() = default;
+  // Why the traced computation that owed this value failed (an out-of-memory error in a
+  // replay, ...), or null: a failed value never comes, and reading it is an error.
+  virtual const char* failure() const { return nullptr; }
 };
 
 namespace lazy {
@@ -40,6 +43,10 @@ void set_hooks(FlushFn flush, SyncFn sync);
 void flush();  // runs pending lazy work (no-op when none)
 // Called at every host sync point with the user's location; a trace boundary.
 void sync(const char* reason, const SourceSite& site);
+
+// Throws Error: `what` (e.g. "[add] argument 1") has no value to read, because the traced
+// computation that owed it failed (pending->failure(), when known).
+[[noreturn]] void throw_unavailable(const char* what, const PendingValue* pending);
 
 }  // namespace lazy
 }  // namespace kiln

@@ -295,6 +295,8 @@ Tensor Tensor::cuda(int index) const { return to(Device(DeviceType::CUDA, index)
 template <class T>
 std::vector<T> Tensor::to_vector(std::source_location loc) const {
   lazy::sync("reading values on the host", SourceSite::from(loc));
+  // Every pending value has run now: one still missing is owed by a failed replay.
+  if (!impl_->storage) lazy::throw_unavailable("[read] the tensor", impl_->pending.get());
   NoHookScope host_read;  // the copy below is kiln's own work, not the user's op stream
   constexpr DType target = dtype_of<T>();
   Tensor host = to(kCPU).to(target).contiguous();

@@ -81,12 +81,15 @@ class Tensor {
   bool is_cuda() const { return device().is_cuda(); }
   bool is_lazy() const { return impl_->storage == nullptr; }
   // Memory accessors run pending lazy work first, so they never see a missing value.
+  // A value a failed traced computation owed (it never comes) is an error to read.
   const std::shared_ptr<Storage>& storage() const {
     if (lazy::tls_pending) lazy::flush();
+    if (!impl_->storage) lazy::throw_unavailable("the tensor", impl_->pending.get());
     return impl_->storage;
   }
   void* data_ptr() const {
     if (lazy::tls_pending) lazy::flush();
+    if (!impl_->storage) lazy::throw_unavailable("the tensor", impl_->pending.get());
     return static_cast<char*>(impl_->storage->data()) + impl_->offset * element_size();
   }
   template <class T>

@@ -18,7 +18,9 @@
 # and prints a summary table last (the tool returns only the output's last 12,000
 # characters). Logs, JUnit XML and benchmark JSON go to $OUT (at most 8 files).
 # KILN_GPU_STEPS=tests runs steps 1-3 and the demos only (no benchmarks);
-# KILN_GPU_STEPS=train adds the training-step table (bench/training_step.py).
+# KILN_GPU_STEPS=train adds the training-step table (bench/training_step.py);
+# KILN_GPU_STEPS=sanitize runs only compute-sanitizer memcheck and racecheck on the CUDA
+# gtests (scripts/gpu_sanitize.sh; 300 s for both), one summary line per tool.
 # Each step has a time limit and the whole run stays inside KILN_GPU_BUDGET_S
 # (default 590 s), so the summary is printed even when a step hangs.
 set -uo pipefail
@@ -180,8 +182,11 @@ training_step() {
     tee "$OUT/training_step.txt"
 }
 
+# compute-sanitizer (scripts/gpu_sanitize.sh) on the CUDA gtests, one tool per step.
+sanitize_step() { bash scripts/gpu_sanitize.sh "$1"; }
+
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
-export -f kiln_env py311 setup_step tests_step demo_step demo_py_step pytest_step bench_step \
+export -f kiln_env py311 sanitize_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
   py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step
 
 summary() {
@@ -229,6 +234,10 @@ PYEOF
     echo "-- Python per-op overhead"
     cat "$OUT/py_overhead.txt"
   fi
+  if [[ -s "$OUT/sanitize_summary.txt" ]]; then
+    echo "-- compute-sanitizer (scripts/gpu_sanitize.sh; reports in cs_<tool>.log)"
+    cat "$OUT/sanitize_summary.txt"
+  fi
   if [[ -s "$OUT/training_step.txt" ]]; then
     echo "-- training steps (bench/training_step.py)"
     cat "$OUT/training_step.txt"
@@ -249,6 +258,13 @@ main() {
   fi
   if [[ "${KILN_GPU_STEPS:-all}" == pytest-only ]]; then  # the pytest suite alone
     step "pytest (python3.11)" 300 pytest_step
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == sanitize ]]; then  # compute-sanitizer, 300 s in all
+    step "compute-sanitizer memcheck" 180 sanitize_step memcheck
+    step "compute-sanitizer racecheck" 120 sanitize_step racecheck
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return

@@ -24,6 +24,8 @@ TracerConfig load() {
   c.warmup = std::max(1, env_int("KILN_WARMUP", 2));
   c.recompile_limit = env_int("KILN_RECOMPILE_LIMIT", 8);
   c.max_trace_length = std::max(2, env_int("KILN_MAX_TRACE", 4096));
+  c.max_traces = std::max(1, env_int("KILN_MAX_TRACES", 512));
+  c.trace_cache_ops = std::max(64, env_int("KILN_TRACE_CACHE_OPS", 65536));
   c.verify = env_int("KILN_VERIFY", 0) != 0;
   c.jit = env_int("KILN_JIT", 1) != 0;
   if (const char* logs = std::getenv("KILN_LOGS")) {

@@ -4,12 +4,17 @@
 //   KILN_WARMUP=N           times a trace must be seen before it compiles (default 2)
 //   KILN_RECOMPILE_LIMIT=N  recompiles per trace before it stays eager (default 8)
 //   KILN_MAX_TRACE=N        longest trace in ops (default 4096)
+//   KILN_MAX_TRACES=N       compiled traces kept per thread, least recently used dropped
+//                           beyond it (default 512)
+//   KILN_TRACE_CACHE_OPS=N  recorded ops (trie nodes, compiled or not) kept per thread,
+//                           least recently used traces dropped beyond it (default 65536)
 //   KILN_JIT=0              compiled traces run through the interpreter (no fused kernels)
 //   KILN_VERIFY=1           run each replay eagerly too and raise on a mismatch
 //   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf (or all)
 //   KILN_LOGFILE=path       where log lines go (default stderr)
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <string>
 
@@ -28,6 +33,8 @@ struct TracerConfig {
   int warmup = 2;
   int recompile_limit = 8;
   int max_trace_length = 4096;
+  int max_traces = 512;             // compiled traces kept per thread (LRU)
+  int64_t trace_cache_ops = 65536;  // recorded ops kept per thread (LRU)
   bool verify = false;
   bool jit = true;
   unsigned log_mask = 0;

@@ -3,6 +3,7 @@
 #include "ops/autograd/record.h"
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 
 #include "runtime/error.h"
@@ -20,6 +21,12 @@ int64_t now_ns() {
 }
 
 struct LazyToken final : PendingValue {};
+
+// What a lazy value the user holds points to once the walk that owed it failed.
+struct FailedValue final : PendingValue {
+  std::string why;
+  const char* failure() const override { return why.c_str(); }
+};
 
 // Sets a flag for the duration of a scope (re-entrancy guard).
 class FlagScope {
@@ -112,6 +119,9 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
     for (const auto& c : node_->children) {
       if (c->plans_below > 0 && match_call(c->op, call, target, &new_externals)) {
         note_replayed_head(call, meta, target, c->op);
+        // An in-place op's write into *target waits for the plan too: a read of any
+        // memory before then (a host write into an input it reads) must run it first.
+        if (target) lazy::tls_pending = true;
         Tensor value = target ? *target : make_lazy(meta);
         node_ = c.get();
         commit(call, new_externals, value);
@@ -155,6 +165,7 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
     TraceNode* child = node_->find_child(op);
     if (child && child->plans_below > 0) {
       note_replayed_head(call, meta, target, child->op);
+      if (target) lazy::tls_pending = true;  // the in-place write is pending (see above)
       Tensor value = target ? *target : make_lazy(meta);
       node_ = child;
       commit(call, new_externals, value);
@@ -190,7 +201,11 @@ bool TraceRecorder::handle(const OpCall& call, const OutputMeta& meta, const Ten
   }
   walk_eager_ns_ += now_ns() - start;
   TraceNode* child = node_->find_child(op);
-  node_ = child ? child : node_->add_child(op);
+  if (!child) {
+    child = node_->add_child(op);
+    ++nodes_;
+  }
+  node_ = child;
   commit(call, new_externals, value);
   ++ops_recorded_;
   if (result) *result = value;
@@ -395,6 +410,7 @@ void TraceRecorder::begin_walk(const TraceOp& first) {
   }
   if (!anchor) {
     anchors_.push_back(std::make_unique<Anchor>());
+    ++nodes_;
     anchor = anchors_.back().get();
     anchor->first = first;
     anchor->state.warmup = warmup_for_new_anchor();
@@ -402,6 +418,7 @@ void TraceRecorder::begin_walk(const TraceOp& first) {
   }
   anchor_ = anchor;
   node_ = &anchor->root;
+  node_->last_use = ++tick_;
   mode_ = anchor->state.eager_only       ? Mode::Eager
           : anchor->root.plans_below > 0 ? Mode::Replay
           : anchor->state.single_op      ? Mode::EagerSingle
@@ -418,6 +435,7 @@ void TraceRecorder::commit(const OpCall& call, std::vector<Tensor>& new_external
   new_externals.clear();
   for (const Scalar& s : call.scalars) scalars_.push_back(s);
   const int index = node_->depth - 1;
+  node_->last_use = tick_;
   outputs_.push_back(value.impl_ptr());
   values_.set(value.impl_ptr(), index);
 }
@@ -500,6 +518,7 @@ void TraceRecorder::side_exit(const std::string& why) {
   try {
     materialize(static_cast<size_t>(node_ == &anchor_->root ? 0 : node_->depth));
   } catch (...) {
+    fail_pending_values(std::current_exception());
     clear_walk();
     throw;
   }
@@ -573,6 +592,7 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
       }
     }
   } catch (...) {
+    fail_pending_values(std::current_exception());
     clear_walk();
     throw;
   }
@@ -599,6 +619,7 @@ void TraceRecorder::end_walk(Boundary kind, const std::string& reason, const Use
       e->ops = static_cast<int>(eager_ops);
     }
   }
+  evict_lru();
 }
 
 void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
@@ -644,6 +665,8 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
     ++state.recompiles;
     plan->recompile_reason =
         walk_guard_failure_.empty() ? "a new variant of the trace" : walk_guard_failure_;
+    if (recompiles_.size() >= 1024)  // a report, not a log: keep the latest
+      recompiles_.erase(recompiles_.begin(), recompiles_.begin() + 512);
     recompiles_.push_back(
         RecompileReport{plan->id, plan->generation, state.site.str(), plan->recompile_reason});
     log_line(kLogRecompiles,
@@ -656,6 +679,8 @@ void TraceRecorder::maybe_compile(TraceNode* node, const UserSite& site) {
       const std::string what = detail::cat(
           "trace ", plan->id, " at ", state.site.str(), " -- abort: recompiled ", state.recompiles,
           " times (limit ", config().recompile_limit, "; KILN_RECOMPILE_LIMIT); it stays eager");
+      if (eager_anchors_.size() >= 1024)  // a report, not a log: keep the latest
+        eager_anchors_.erase(eager_anchors_.begin(), eager_anchors_.begin() + 512);
       eager_anchors_.push_back(what);
       log_line(kLogRecompiles, what);
       return;
@@ -728,6 +753,20 @@ void TraceRecorder::set_enabled(bool on) {
   enabled_ = on;
 }
 
+void TraceRecorder::fail_pending_values(std::exception_ptr error) {
+  auto failed = std::make_shared<FailedValue>();
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    failed->why = e.what();
+  } catch (...) {
+    failed->why = "an exception that is not a std::exception";
+  }
+  for (const std::weak_ptr<TensorImpl>& w : outputs_) {
+    if (std::shared_ptr<TensorImpl> impl = w.lock(); impl && !impl->storage) impl->pending = failed;
+  }
+}
+
 void TraceRecorder::clear_walk() {
   mode_ = Mode::Idle;
   node_ = nullptr;
@@ -754,6 +793,98 @@ void TraceRecorder::reset() {
   ops_recorded_ = ops_replayed_ = 0;
   replay_ns_ = replay_ops_ = 0;
   next_trace_id_ = 1;
+  nodes_ = 0;
+  evicted_traces_ = evicted_ops_ = 0;
+}
+
+void TraceRecorder::evict_lru() {
+  const int64_t op_cap = std::max<int64_t>(config().trace_cache_ops, 1);
+  const int64_t plan_cap = std::max(config().max_traces, 1);
+  if (mode_ != Mode::Idle ||
+      (nodes_ <= op_cap && static_cast<int64_t>(compiled_.size()) <= plan_cap))
+    return;
+  // The ticks of every node and of every node holding a plan.
+  std::vector<uint64_t> node_ticks, plan_ticks;
+  node_ticks.reserve(static_cast<size_t>(nodes_));
+  std::vector<const TraceNode*> stack;
+  for (const auto& a : anchors_) {
+    stack.push_back(&a->root);
+    while (!stack.empty()) {
+      const TraceNode* n = stack.back();
+      stack.pop_back();
+      node_ticks.push_back(n->last_use);
+      if (n->plan) plan_ticks.push_back(n->last_use);
+      for (const auto& c : n->children) stack.push_back(c.get());
+    }
+  }
+  // The tick below which dropping everything leaves at most 7/8 of the cap (some room
+  // before the next eviction, so a scan is paid once per cap/8 new entries at most).
+  auto cut = [](std::vector<uint64_t>& ticks, int64_t cap) -> uint64_t {
+    const int64_t n = static_cast<int64_t>(ticks.size());
+    if (n <= cap) return 0;
+    const auto k = static_cast<size_t>(n - (cap - cap / 8));
+    std::nth_element(ticks.begin(), ticks.begin() + static_cast<std::ptrdiff_t>(k - 1),
+                     ticks.end());
+    return ticks[k - 1] + 1;
+  };
+  // Never the walk that just ended (stamped tick_): its trace may have just compiled.
+  const uint64_t threshold =
+      std::min(std::max(cut(node_ticks, op_cap), cut(plan_ticks, plan_cap)), tick_);
+  if (threshold == 0) return;
+
+  std::vector<const CompiledTrace*> dropped_plans;
+  int64_t dropped_nodes = 0;
+  // Counts (and lists the plans of) a subtree that goes.
+  auto drop = [&](const TraceNode& top) {
+    int plans = 0;
+    stack.push_back(&top);
+    while (!stack.empty()) {
+      const TraceNode* n = stack.back();
+      stack.pop_back();
+      ++dropped_nodes;
+      if (n->plan) {
+        dropped_plans.push_back(n->plan.get());
+        ++plans;
+      }
+      for (const auto& c : n->children) stack.push_back(c.get());
+    }
+    return plans;
+  };
+  // Removes the children of n older than the threshold; returns the plans removed under n.
+  // A node is never newer than its parent, so what stays is a tree again.
+  std::function<int(TraceNode&)> prune = [&](TraceNode& n) {
+    int plans = 0;
+    for (auto it = n.children.begin(); it != n.children.end();) {
+      if ((*it)->last_use < threshold) {
+        plans += drop(**it);
+        it = n.children.erase(it);
+      } else {
+        plans += prune(**it);
+        ++it;
+      }
+    }
+    n.plans_below -= plans;
+    return plans;
+  };
+  std::erase_if(anchors_, [&](const std::unique_ptr<Anchor>& a) {
+    if (a->root.last_use < threshold) {
+      drop(a->root);
+      return true;
+    }
+    prune(a->root);
+    return false;
+  });
+  std::sort(dropped_plans.begin(), dropped_plans.end());
+  std::erase_if(compiled_, [&](const std::shared_ptr<CompiledTrace>& p) {
+    return std::binary_search(dropped_plans.begin(), dropped_plans.end(), p.get());
+  });
+  nodes_ -= dropped_nodes;
+  evicted_ops_ += dropped_nodes;
+  evicted_traces_ += static_cast<int64_t>(dropped_plans.size());
+  log_line(kLogTrace, detail::cat("evicted the least recently used traces: ", dropped_plans.size(),
+                                  " compiled, ", dropped_nodes, " recorded op(s); keeping ",
+                                  compiled_.size(), " compiled (KILN_MAX_TRACES=", plan_cap, "), ",
+                                  nodes_, " op(s) (KILN_TRACE_CACHE_OPS=", op_cap, ")"));
 }
 
 ExplainReport TraceRecorder::explain() const {
@@ -794,6 +925,8 @@ ExplainReport TraceRecorder::explain() const {
   r.eager_anchors = eager_anchors_;
   r.ops_recorded = ops_recorded_;
   r.ops_replayed = ops_replayed_;
+  r.evicted_traces = evicted_traces_;
+  r.evicted_ops = evicted_ops_;
   r.replay_ns_per_op = replay_ns_per_op();
   return r;
 }

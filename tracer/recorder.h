@@ -13,6 +13,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,8 @@ class TraceRecorder final : public DispatchHook {
   bool enabled() const { return enabled_; }
   void reset();
   ExplainReport explain() const;
+  // Recorded ops (trie nodes, anchors included) this thread keeps now.
+  int64_t cached_ops() const { return nodes_; }
   // Measured time of compiled-trace replays per op on this thread (the plans' runs, ns);
   // -1 before the first replay. The basis of the graph-break saving estimates.
   double replay_ns_per_op() const {
@@ -106,6 +109,13 @@ class TraceRecorder final : public DispatchHook {
   TraceProgram program_for(TraceNode* node) const;
   int warmup_for_new_anchor() const;
   void clear_walk();
+  // The walk failed (running its plan or its pending ops threw `error`): the lazy values
+  // the user holds that never got one are marked, so reading them is a clear error.
+  void fail_pending_values(std::exception_ptr error);
+  // Drops the least recently walked traces (recorded ops and compiled plans) once this
+  // thread keeps more than config().trace_cache_ops ops or config().max_traces plans.
+  // Only between walks (nothing points into the trie then).
+  void evict_lru();
 
   bool enabled_;
   std::vector<std::unique_ptr<Anchor>> anchors_;
@@ -138,6 +148,12 @@ class TraceRecorder final : public DispatchHook {
   int64_t replay_ns_ = 0;   // time in compiled-trace runs
   int64_t replay_ops_ = 0;  // ops those runs covered
   int next_trace_id_ = 1;
+  // The LRU of the trie: walks so far (each stamps the nodes it passes), nodes kept
+  // (anchors included), and what eviction dropped.
+  uint64_t tick_ = 0;
+  int64_t nodes_ = 0;
+  int64_t evicted_traces_ = 0;
+  int64_t evicted_ops_ = 0;
   bool in_boundary_ = false;
 };
 

@@ -107,6 +107,9 @@ std::string ExplainReport::table() const {
          << " -- guard failed: " << r.guard << "\n";
   }
   for (const std::string& e : eager_anchors) os << "\nStays eager: " << e << "\n";
+  if (evicted_traces > 0 || evicted_ops > 0)
+    os << "\nEvicted (least recently used, KILN_MAX_TRACES / KILN_TRACE_CACHE_OPS): "
+       << evicted_traces << " compiled trace(s), " << evicted_ops << " recorded op(s)\n";
   return os.str();
 }
 
@@ -151,7 +154,8 @@ std::string ExplainReport::json() const {
      << ", \"eager_anchors\": " << json_list(eager_anchors, quoted)
      << ", \"ops_recorded\": " << ops_recorded << ", \"ops_replayed\": " << ops_replayed
      << ", \"compile_ms\": " << fixed(compile_ms, 3) << ", \"replay_ns_per_op\": "
-     << (replay_ns_per_op < 0 ? std::string("null") : fixed(replay_ns_per_op, 1)) << "}";
+     << (replay_ns_per_op < 0 ? std::string("null") : fixed(replay_ns_per_op, 1))
+     << ", \"evicted_traces\": " << evicted_traces << ", \"evicted_ops\": " << evicted_ops << "}";
   return os.str();
 }
 

@@ -61,6 +61,10 @@ struct ExplainReport {
   int64_t ops_replayed = 0;
   double compile_ms = 0;
   double replay_ns_per_op = -1;  // measured; the basis of est_saving_ms
+  // Dropped by the LRU limits (KILN_MAX_TRACES, KILN_TRACE_CACHE_OPS): compiled traces
+  // and recorded ops; a dropped trace records and compiles again if it comes back.
+  int64_t evicted_traces = 0;
+  int64_t evicted_ops = 0;
 
   std::string table() const;
   std::string json() const;

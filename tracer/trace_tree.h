@@ -47,6 +47,9 @@ struct TraceNode {
   std::vector<std::unique_ptr<TraceNode>> children;
   int64_t endings = 0;  // times a trace ended here
   int plans_below = 0;  // compiled traces at or under this node
+  // The recorder's walk counter when a walk last passed here (the LRU clock). A walk
+  // passes every node from its anchor down, so a node is never newer than its parent.
+  uint64_t last_use = 0;
   std::shared_ptr<CompiledTrace> plan;
 
   TraceNode* find_child(const TraceOp& op) const {

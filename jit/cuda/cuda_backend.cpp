@@ -37,6 +37,7 @@ struct CudaKernel {
   LoweredKernel lowered;
   ArgsLayout layout;
   void* fn = nullptr;
+  std::shared_ptr<const void> pin;  // keeps fn's library loaded (NvrtcCompiler's LRU)
   unsigned block = 256;
   unsigned block_y = 1;  // row kernels in warp mode: rows per block
   unsigned grid = 1;
@@ -310,8 +311,10 @@ class NvrtcCudaBackend final : public tracer::TraceBackend {
       if (!names.empty()) {
         try {
           const CudaModule module = NvrtcCompiler::instance().get(source, names, device.index);
-          for (size_t q = 0; q < names.size(); ++q)
+          for (size_t q = 0; q < names.size(); ++q) {
             kernels[kernel_steps[q]]->fn = module.kernels[q];
+            kernels[kernel_steps[q]]->pin = module.pin;
+          }
           static const char* const sources[] = {"memory", "disk cache", "compiled"};
           timing = "nvrtc program of " + std::to_string(names.size()) + " kernel(s) for " +
                    module.arch + ": " + std::to_string(module.ms) + " ms (" +

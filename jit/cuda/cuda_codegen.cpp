@@ -218,7 +218,8 @@ class Emitter {
       case KOp::Silu:
         return a + " * (" + one + " / (" + one + " + " + fn("exp", n.dtype) + "(-" + a + ")))";
       case KOp::Relu:
-        return "(" + a + " < 0 ? static_cast<" + t + ">(0) : " + a + ")";
+        // x > 0 or NaN keeps x; anything else (-0 too) is +0, as in the eager kernels.
+        return "(!(" + a + " <= 0) ? " + a + " : static_cast<" + t + ">(0))";
       case KOp::Reciprocal:
         return one + " / " + a;
       case KOp::Erf:

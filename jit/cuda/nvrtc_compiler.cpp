@@ -4,8 +4,10 @@
 #include <cuda_runtime.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <list>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -13,6 +15,7 @@
 #include "jit/debug_dump.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
+#include "runtime/cuda_context.h"
 
 namespace kiln::jit::cuda_backend {
 namespace {
@@ -68,11 +71,48 @@ std::string compile_cubin(const std::string& source, const std::string& arch) {
 }
 
 struct NvrtcCompiler::Impl {
+  // A loaded library, unloaded when the last reference goes. The table holds one and each
+  // compiled trace using it one more (CudaModule::pin); an entry is evicted only while
+  // the table's is the only one (under the mutex), so no trace can still launch from it.
+  struct Library {
+    cudaLibrary_t lib = nullptr;
+    ~Library() {
+      if (!lib) return;
+      // A launch from it may still run (a trace evicted right after its replay): kiln
+      // queues all work on one stream per device, so wait for those first.
+      try {
+        for (int d = 0; d < cuda_context::device_count(); ++d) cuda_context::synchronize(d);
+      } catch (const std::exception&) {  // a failed device: nothing more to wait for
+      }
+      if (cudaLibraryUnload(lib) != cudaSuccess) cudaGetLastError();
+    }
+  };
+  struct Entry {
+    std::shared_ptr<Library> library;
+    std::list<std::string>::iterator order;  // its place in lru
+  };
   std::mutex mutex;
   KernelCache cache{"cuda"};
-  std::map<std::string, cudaLibrary_t> loaded;  // key -> library
+  std::map<std::string, Entry> loaded;  // key -> library
+  std::list<std::string> lru;           // keys, most recently used first
+  size_t max_entries = 1024;
   NvrtcStats stats;
   std::string version;
+
+  // Adds a library as the most recent entry, then evicts the least recently used entries
+  // no trace holds until the table fits its limit again.
+  void insert(const std::string& key, std::shared_ptr<Library> library) {
+    lru.push_front(key);
+    loaded[key] = Entry{std::move(library), lru.begin()};
+    auto it = lru.end();
+    while (loaded.size() > max_entries && --it != lru.begin()) {  // the new entry stays
+      auto e = loaded.find(*it);
+      if (e->second.library.use_count() > 1) continue;  // a compiled trace holds it
+      loaded.erase(e);                                  // unloads it
+      it = lru.erase(it);
+      ++stats.evicted;
+    }
+  }
 };
 
 NvrtcCompiler::NvrtcCompiler() : impl_(new Impl()) {
@@ -81,6 +121,11 @@ NvrtcCompiler::NvrtcCompiler() : impl_(new Impl()) {
     impl_->version = "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
   else
     impl_->version = "nvrtc ?";
+  if (const char* v = std::getenv("KILN_KERNEL_CACHE_ENTRIES"); v && *v) {
+    char* end = nullptr;
+    const long long n = std::strtoll(v, &end, 10);
+    if (*end == '\0' && n > 0) impl_->max_entries = static_cast<size_t>(n);
+  }
 }
 
 NvrtcCompiler& NvrtcCompiler::instance() {
@@ -97,8 +142,11 @@ CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::
                           out.arch + "-" + impl_->version;
   std::lock_guard<std::mutex> lock(impl_->mutex);
   cudaLibrary_t lib = nullptr;
+  std::shared_ptr<Impl::Library> library;
   if (auto it = impl_->loaded.find(key); it != impl_->loaded.end()) {
-    lib = it->second;
+    library = it->second.library;
+    lib = library->lib;
+    impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second.order);
     out.source = CudaModule::Source::Memory;
     ++impl_->stats.memory_hits;
   } else {
@@ -129,20 +177,30 @@ CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::
     } else {
       ++impl_->stats.disk_hits;
     }
-    impl_->loaded[key] = lib;
+    library = std::make_shared<Impl::Library>();
+    library->lib = lib;
+    impl_->insert(key, library);
   }
   for (const std::string& name : names) {
     cudaKernel_t k = nullptr;
     check_cuda(cudaLibraryGetKernel(&k, lib, name.c_str()), "cudaLibraryGetKernel");
     out.kernels.push_back(reinterpret_cast<void*>(k));
   }
+  out.pin = library;
   out.ms = ms_since(t0);
   return out;
 }
 
 NvrtcStats NvrtcCompiler::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->stats;
+  NvrtcStats s = impl_->stats;
+  s.resident = static_cast<int64_t>(impl_->loaded.size());
+  return s;
+}
+
+void NvrtcCompiler::set_max_entries(size_t entries) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->max_entries = std::max<size_t>(entries, 1);
 }
 
 std::string NvrtcCompiler::cache_dir() const { return impl_->cache.dir(); }

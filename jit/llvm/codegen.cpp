@@ -239,7 +239,8 @@ class Emitter {
       case KOp::Silu:
         return b_.CreateFMul(a, sigmoid(a));
       case KOp::Relu:
-        return f ? b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(t, 0)), fconst(t, 0), a)
+        // x > 0 or NaN keeps x; anything else (-0 too) is +0, as in the eager kernels.
+        return f ? b_.CreateSelect(b_.CreateFCmpUGT(a, fconst(t, 0)), a, fconst(t, 0))
                  : b_.CreateSelect(b_.CreateICmpSLT(a, llvm::ConstantInt::get(t, 0)),
                                    llvm::ConstantInt::get(t, 0), a);
       case KOp::Reciprocal:

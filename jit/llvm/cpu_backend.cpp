@@ -26,7 +26,8 @@ using tracer::TraceProgram;
 struct CompiledKernel {
   LoweredKernel lowered;
   KernelFn fn = nullptr;
-  std::vector<int64_t> strides;  // flattened per operand
+  std::shared_ptr<const void> pin;  // keeps fn's code linked (LlvmJit's LRU)
+  std::vector<int64_t> strides;     // flattened per operand
   int64_t grain = 1;
 };
 
@@ -110,6 +111,7 @@ class LlvmCpuBackend final : public tracer::TraceBackend {
           k->lowered = lower_group(program, plan, step.group);
           const KernelBinary bin = LlvmJit::instance().get(k->lowered.kernel, dump.active());
           k->fn = bin.fn;
+          k->pin = bin.pin;
           static const char* const sources[] = {"memory", "disk cache", "compiled"};
           timings += "kernel " + std::to_string(s) + ": " + std::to_string(bin.ms) + " ms (" +
                      sources[static_cast<int>(bin.source)] + "), vector width " +

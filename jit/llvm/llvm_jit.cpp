@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <list>
 #include <mutex>
 #include <stdexcept>
 #include <unordered_map>
@@ -56,7 +58,26 @@ struct LlvmJit::Impl {
   std::string cpu, features, host;
   bool libmvec = false;
   KernelCache cache{"cpu"};
-  std::unordered_map<std::string, KernelFn> loaded;
+  // A kernel linked into the JIT: its own resource tracker, so that dropping the last
+  // reference unlinks it and frees its code. The table holds one reference and each
+  // compiled trace using the kernel one more (KernelBinary::pin); an entry is evicted only
+  // while the table's is the only one, under the mutex, so nothing can still call it and
+  // no other thread can link the same symbol meanwhile.
+  struct Linked {
+    llvm::orc::ResourceTrackerSP tracker;
+    KernelFn fn = nullptr;
+    ~Linked() {
+      if (tracker)
+        if (llvm::Error err = tracker->remove()) llvm::consumeError(std::move(err));
+    }
+  };
+  struct Entry {
+    std::shared_ptr<Linked> linked;
+    std::list<std::string>::iterator order;  // its place in lru
+  };
+  std::unordered_map<std::string, Entry> loaded;
+  std::list<std::string> lru;  // keys, most recently used first
+  size_t max_entries = 1024;
   LlvmJitStats stats;
 
   Impl() {
@@ -78,6 +99,33 @@ struct LlvmJit::Impl {
                   jit->getDataLayout().getGlobalPrefix()),
               "opening the process's symbols"));
     host = cpu + " " + features + " llvm-" LLVM_VERSION_STRING + (libmvec ? " libmvec" : "");
+    if (const char* v = std::getenv("KILN_KERNEL_CACHE_ENTRIES"); v && *v) {
+      char* end = nullptr;
+      const long long n = std::strtoll(v, &end, 10);
+      if (*end == '\0' && n > 0) max_entries = static_cast<size_t>(n);
+    }
+  }
+
+  Entry* find(const std::string& key) {
+    auto it = loaded.find(key);
+    if (it == loaded.end()) return nullptr;
+    lru.splice(lru.begin(), lru, it->second.order);  // now the most recent
+    return &it->second;
+  }
+
+  // Adds a linked kernel as the most recent entry, then evicts the least recently used
+  // entries no trace holds until the table fits its limit again.
+  void insert(const std::string& key, std::shared_ptr<Linked> linked) {
+    lru.push_front(key);
+    loaded[key] = Entry{std::move(linked), lru.begin()};
+    auto it = lru.end();
+    while (loaded.size() > max_entries && --it != lru.begin()) {  // the new entry stays
+      auto e = loaded.find(*it);
+      if (e->second.linked.use_count() > 1) continue;  // a compiled trace holds it
+      loaded.erase(e);                                 // unlinks the code
+      it = lru.erase(it);
+      ++stats.evicted;
+    }
   }
 
   llvm::TargetLibraryInfoImpl library_info() const {
@@ -119,12 +167,15 @@ struct LlvmJit::Impl {
     return std::string(buffer.data(), buffer.size());
   }
 
-  KernelFn link(const std::string& symbol, const std::string& object) {
+  std::shared_ptr<Linked> link(const std::string& symbol, const std::string& object) {
+    auto linked = std::make_shared<Linked>();
+    linked->tracker = jit->getMainJITDylib().createResourceTracker();
     auto buffer = llvm::MemoryBuffer::getMemBufferCopy(object, symbol);
-    if (auto err = jit->addObjectFile(std::move(buffer)))
+    if (auto err = jit->addObjectFile(linked->tracker, std::move(buffer)))
       throw std::runtime_error("[jit] linking " + symbol + ": " + llvm::toString(std::move(err)));
-    auto addr = check(jit->lookup(symbol), "looking up the kernel");
-    return addr.toPtr<KernelFn>();
+    // On failure the tracker goes with `linked`, taking the half-linked object with it.
+    linked->fn = check(jit->lookup(symbol), "looking up the kernel").toPtr<KernelFn>();
+    return linked;
   }
 };
 
@@ -144,23 +195,30 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
             hex64(fnv1a(impl_->host));
   const std::string symbol = "kiln_kernel_" + out.key.substr(0, 32);
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  if (auto it = impl_->loaded.find(out.key); it != impl_->loaded.end() && !keep_ir) {
-    ++impl_->stats.memory_hits;
-    out.fn = it->second;
+  auto from_memory = [&](const Impl::Entry& e) {
+    out.fn = e.linked->fn;
+    out.pin = e.linked;
     out.source = KernelBinary::Source::Memory;
     out.ms = ms_since(t0);
+  };
+  if (const Impl::Entry* e = impl_->find(out.key); e && !keep_ir) {
+    ++impl_->stats.memory_hits;
+    from_memory(*e);
     return out;
-  }
-  if (auto it = impl_->loaded.find(out.key); it == impl_->loaded.end() && !keep_ir) {
+  } else if (!e && !keep_ir) {
     if (std::optional<std::string> object = impl_->cache.load(out.key)) {
-      out.fn = impl_->link(symbol, *object);
-      impl_->loaded[out.key] = out.fn;
+      std::shared_ptr<Impl::Linked> linked = impl_->link(symbol, *object);
+      out.fn = linked->fn;
+      out.pin = linked;
+      impl_->insert(out.key, std::move(linked));
       ++impl_->stats.disk_hits;
       out.source = KernelBinary::Source::Disk;
       out.ms = ms_since(t0);
       return out;
     }
   }
+  if (const char* f = std::getenv("KILN_LLVM_JIT_FAIL"); f && *f && std::string(f) != "0")
+    throw std::runtime_error("[jit] compile refused: KILN_LLVM_JIT_FAIL is set");
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module = emit_kernel(kernel, symbol, context);
   module->setDataLayout(impl_->tm->createDataLayout());
@@ -177,16 +235,16 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
     llvm::raw_string_ostream os(out.llvm_ir);
     module->print(os, nullptr);
   }
-  if (auto it = impl_->loaded.find(out.key); it != impl_->loaded.end()) {
-    out.fn = it->second;  // already linked: this compile only produced the IR text
-    out.source = KernelBinary::Source::Memory;
-    out.ms = ms_since(t0);
+  if (const Impl::Entry* e = impl_->find(out.key)) {
+    from_memory(*e);  // already linked: this compile only produced the IR text
     return out;
   }
   const std::string object = impl_->emit_object(*module);
   impl_->cache.store(out.key, object);
-  out.fn = impl_->link(symbol, object);
-  impl_->loaded[out.key] = out.fn;
+  std::shared_ptr<Impl::Linked> linked = impl_->link(symbol, object);
+  out.fn = linked->fn;
+  out.pin = linked;
+  impl_->insert(out.key, std::move(linked));
   ++impl_->stats.compiled;
   out.source = KernelBinary::Source::Compiled;
   out.ms = ms_since(t0);
@@ -195,7 +253,19 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
 
 LlvmJitStats LlvmJit::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->stats;
+  LlvmJitStats s = impl_->stats;
+  s.resident = static_cast<int64_t>(impl_->loaded.size());
+  return s;
+}
+
+void LlvmJit::set_max_entries(size_t entries) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->max_entries = std::max<size_t>(entries, 1);
+}
+
+size_t LlvmJit::max_entries() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->max_entries;
 }
 
 std::string LlvmJit::host() const { return impl_->host; }

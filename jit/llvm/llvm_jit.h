@@ -6,9 +6,19 @@
 //   -> linked into the JIT.
 // Compiling is serialized by a mutex; looking a kernel up in memory takes the same lock
 // only briefly. Errors throw std::runtime_error (the caller falls back to eager kernels).
+//
+// The in-memory table is an LRU of at most KILN_KERNEL_CACHE_ENTRIES kernels (default
+// 1024): beyond it, the least recently used kernel that no compiled trace holds (see
+// KernelBinary::pin) is unlinked from the JIT, its code freed; asked for again, it comes
+// from the disk cache or is compiled again. Kernels held by traces always stay.
+//
+// KILN_LLVM_JIT_FAIL=1 makes every compile fail (tests of the eager fallback); kernels
+// already in memory or on disk still load.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "jit/kernel_ir.h"
@@ -25,10 +35,14 @@ struct KernelBinary {
   double ms = 0;         // time get() took
   std::string llvm_ir;   // optimized LLVM IR, when compiled with keep_ir
   int vector_width = 0;  // widest vector register width (bits) in the optimized IR
+  // Keeps the code loaded: whoever calls fn holds this as long as it may call it.
+  std::shared_ptr<const void> pin;
 };
 
 struct LlvmJitStats {
   int64_t compiled = 0, disk_hits = 0, memory_hits = 0;
+  int64_t evicted = 0;   // kernels unlinked by the LRU limit
+  int64_t resident = 0;  // kernels linked now (the table's entries)
 };
 
 class LlvmJit {
@@ -39,6 +53,9 @@ class LlvmJit {
   LlvmJitStats stats() const;
   std::string host() const;  // "skylake-avx512 +avx2,+avx512f,..." and the LLVM version
   std::string cache_dir() const;
+  // The LRU limit (KILN_KERNEL_CACHE_ENTRIES at start); applied from the next get().
+  void set_max_entries(size_t entries);
+  size_t max_entries() const;
   // Forgets the in-memory table's view of what is loaded (tests of the disk cache use a
   // fresh key space instead; compiled code stays loaded for the process's lifetime).
   ~LlvmJit();

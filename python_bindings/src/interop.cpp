@@ -51,6 +51,7 @@ bp::dict array_interface(const Tensor& t) {
   KILN_CHECK(t.device().is_cpu(), DTypeError, "[numpy] can't convert a ", t.device().str(),
              " tensor to numpy; copy it to the host first with .cpu()");
   lazy::sync("numpy()", SourceSite{});  // a host read: a trace boundary
+  if (t.is_lazy()) lazy::throw_unavailable("[numpy] the tensor", t.impl()->pending.get());
   bp::dict d;
   d["version"] = 3;
   d["typestr"] = typestr_of(t.dtype());
@@ -178,6 +179,7 @@ void capsule_destructor(PyObject* capsule) {
 
 bp::object to_dlpack(const Tensor& t) {
   lazy::sync("__dlpack__()", SourceSite{});  // the consumer reads the memory directly
+  if (t.is_lazy()) lazy::throw_unavailable("[dlpack] the tensor", t.impl()->pending.get());
   auto* ctx = new ExportContext;
   ctx->tensor = t;
   ctx->shape.assign(t.sizes().begin(), t.sizes().end());

@@ -305,6 +305,29 @@ void unary_rows(OpId op, std::vector<Row>& rows) {
         [op, in, d] { return call_unary(op, make(in, d)); },
         map(in, [op](double x) { return ref_unary(op, x); }), d, tol_pointwise(d)));
   }
+  if (op == OpId::Neg) {  // the sign of zero is only visible through 1/x
+    rows.push_back(ieee_row(
+        op, "SignOfZero",
+        [] {
+          return kiln::reciprocal(kiln::neg(values({0.0, -0.0})));
+        },
+        Host({2}, {-kInf, kInf}), DType::Float32, tol_exact()));
+  }
+  if (op == OpId::Relu) {  // relu(-0) is +0 (PyTorch), visible through 1/x
+    rows.push_back(ieee_row(
+        op, "NegativeZeroGivesPlusZero",
+        [] { return kiln::reciprocal(kiln::relu(values({-0.0}))); }, Host({1}, {kInf}),
+        DType::Float32, tol_exact()));
+  }
+  if (op == OpId::Exp) {  // finite up to log(FLT_MAX) = 88.7228
+    rows.push_back(ieee_row(
+        op, "NearFloat32OverflowStaysFinite",
+        [] {
+          return kiln::exp(values({88.5, 88.72, 88.73}));
+        },
+        Host({3}, {std::exp(88.5), std::exp(88.72), kInf}), DType::Float32,
+        tol_pointwise(DType::Float32)));
+  }
   if (op == OpId::Exp) {
     rows.push_back(ieee_row(
         op, "OverflowToInfFloat16",
@@ -351,6 +374,15 @@ void binary_rows(OpId op, std::vector<Row>& rows) {
         op, std::string("AllPairsOfSpecials") + (d == DType::Float32 ? "F32" : "F64"),
         [op, a, c, d] { return call_binary(op, make(a, d), make(c, d)); }, expected, out,
         is_comparison(op) ? tol_exact() : tol_pointwise(d)));
+  }
+  if (op == OpId::Maximum || op == OpId::Minimum) {  // IEEE 754-2019: max(+0, -0) = +0
+    const double z = op == OpId::Maximum ? kInf : -kInf;
+    rows.push_back(ieee_row(
+        op, "SignedZeros",
+        [op] {
+          return kiln::reciprocal(call_binary(op, values({0.0, -0.0}), values({-0.0, 0.0})));
+        },
+        Host({2}, {z, z}), DType::Float32, tol_exact()));
   }
   if (op == OpId::Div) {
     rows.push_back(ieee_row(
@@ -837,9 +869,9 @@ void cat_index_rows(OpId op, std::vector<Row>& rows) {
                                          kiln::index_select(f32({0, 2}), 0, idx({0}));
                                        },
                                        {b, "0"}));
-  rows.push_back(error_row<ShapeError>(
-      op, "ZeroDimInputEmptyIndex", [] { kiln::index_select(f32({}), 0, idx({})); },
-      {b, "0-dim", "got 0"}));
+  rows.push_back(error_row<ShapeError>(op, "ZeroDimInputEmptyIndex",
+                                       [] { kiln::index_select(f32({}), 0, idx({})); },
+                                       {b, "0-dim", "got 0"}));
   rows.push_back(ieee_row(
       op, "NaNInfGathered",
       [] {

@@ -68,8 +68,9 @@ TEST(FuzzGenerator, ProgramsRunInAllWorldsAndSurviveTheTextFormat) {
 }
 
 TEST(FuzzShrinker, KeepsOnlyWhatTheFailureNeeds) {
-  // A stand-in bug: "fails" while the program still calls matmul on something derived
-  // from input 0. The shrinker must drop every other step and input.
+  // A stand-in bug: "fails" while the program still calls matmul. The shrunk program
+  // must still fail, run, and be 1-minimal: dropping any one step (with the steps that
+  // use its value) loses the failure; no input is left unread.
   Program p;
   for (uint64_t seed = kt::run_seed();; ++seed) {
     p = generate(seed);
@@ -82,11 +83,18 @@ TEST(FuzzShrinker, KeepsOnlyWhatTheFailureNeeds) {
       if (s.op == OpId::Matmul) return true;
     return false;
   };
-  const Program small = shrink(p, fails, {200, 60.0});
+  const Program small = shrink(p, fails, {400, 60.0});
   ASSERT_TRUE(fails(small));
   EXPECT_TRUE(runs_in_all_worlds(small));
-  EXPECT_LE(small.steps.size(), 3u) << cpp_listing(small);
-  EXPECT_LT(small.steps.size(), p.steps.size());
+  EXPECT_LT(small.steps.size(), p.steps.size()) << cpp_listing(p);
+  for (size_t i = 0; i < small.steps.size(); ++i) {
+    std::vector<bool> drop(small.steps.size(), false);
+    drop[i] = true;
+    const Program fewer = remove_steps(small, drop);
+    EXPECT_FALSE(runs_in_all_worlds(fewer) && fails(fewer)) << "step " << i << " is not needed:\n"
+                                                            << cpp_listing(small);
+  }
+  EXPECT_EQ(remove_unused_inputs(small).inputs.size(), small.inputs.size());
 }
 
 }  // namespace

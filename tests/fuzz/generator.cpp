@@ -96,9 +96,14 @@ bool rounds(const Step& s) {
   }
 }
 
-// Ops whose rounding error scales with their inputs rather than their result.
+// Ops whose rounding error scales with their inputs rather than their result: sums,
+// and the activations whose tails cancel (gelu(-6) is 0.5 x (1 + tanh(..)) with
+// 1 + tanh near 0: a few ulps of 1, not of the result).
 bool accumulates(OpId op) {
   switch (op) {
+    case OpId::Gelu:
+    case OpId::Silu:
+    case OpId::Sigmoid:
     case OpId::Sum:
     case OpId::Mean:
     case OpId::Var:
@@ -369,7 +374,17 @@ class Builder {
   }
 
   // ---- candidates: one per registry row, plus the graph breaks
+  // A candidate for the next step (false: none fits). Metadata comes from world 0; a
+  // dim that another world lacks (squeeze() of a size that is 1 only there) throws.
   bool build_step(Step& s) {
+    try {
+      return draw_step(s);
+    } catch (const kiln::Error&) {
+      return false;
+    }
+  }
+
+  bool draw_step(Step& s) {
     if (chance(0.06)) return build_item(s);
     if (chance(0.03)) {
       s.form = Form::HostRead;
@@ -900,6 +915,10 @@ class Builder {
     for (WorldState& ws : states_) {
       if (!well_conditioned(s, ws, tol)) return undo();
       if (!far_from_thresholds(s, ws)) return undo();
+      if (!converts_in_range(s, ws)) return undo();
+      if (!pow_well_defined(s, ws)) return undo();
+      if (s.slot >= 0 && !std::isfinite(ws.env.scalars.at(static_cast<size_t>(s.slot))))
+        return undo();  // NaN as a fill value or a bound is no test of the tracer
     }
     if (rounds(s)) {
       for (WorldState& ws : states_) {
@@ -946,13 +965,15 @@ class Builder {
         rounded.push_back(i);
     }
     if (rounded.empty()) return true;
+    if (!comparison_has_margin(s, ws, rounded)) return false;
     for (int trial = 0; trial < 4; ++trial) {
       Env moved = ws.env;
       moved.values.pop_back();
       for (size_t i : rounded) {
         Tensor copy = ws.env.at(s.args[i]).clone();
         perturb(copy, 0.0, g_, 8.0);
-        (s.args[i].input ? moved.inputs : moved.values)[static_cast<size_t>(s.args[i].index)] = copy;
+        (s.args[i].input ? moved.inputs : moved.values)[static_cast<size_t>(s.args[i].index)] =
+            copy;
       }
       try {
         run_step(s, moved);
@@ -961,6 +982,68 @@ class Builder {
       }
       if (!kt::all_close(kt::read(moved.values.back()), expected, kt::tol_exact())) return false;
     }
+    return true;
+  }
+
+  // Float to integer conversion of NaN, inf or a value out of range is undefined in
+  // C++ (eager and fused code may differ); such a step is redrawn.
+  static bool converts_in_range(const Step& s, const WorldState& ws) {
+    Tensor source;
+    if (s.form == Form::Call && s.op == OpId::Cast && !kt::is_float(s.dtype))
+      source = ws.env.at(s.args[0]);
+    else if (s.form == Form::Copy && !kt::is_float(ws.env.at(s.args[0]).dtype()))
+      source = ws.env.at(s.args[1]);
+    if (!source.defined() || !kt::is_float(source.dtype())) return true;
+    for (double x : kt::read(source).v)
+      if (!std::isfinite(x) || std::fabs(x) >= 2147483647.0) return false;
+    return true;
+  }
+
+  // pow(x, y) of a negative x is NaN unless y is an integer: with a rounded y the answer
+  // hangs on the last bit (tanh(-9) is -1 in one libm and -0.99999994 in another), and
+  // 0 to a rounded power near 0 flips between 0, 1 and inf.
+  static bool pow_well_defined(const Step& s, const WorldState& ws) {
+    if (s.op != OpId::Pow || produces(s) == Produces::Scalar) return true;
+    Tensor base, exponent, exponent_shadow;
+    bool scalar_exponent_rounded = false;
+    if (s.form == Form::ScalarLeft) {
+      exponent = ws.env.at(s.args[0]);
+      exponent_shadow = ws.shadow.at(s.args[0]);
+    } else {
+      base = ws.env.at(s.args[0]);
+      if (s.form == Form::Call || s.form == Form::InPlace) {
+        exponent = ws.env.at(s.args[1]);
+        exponent_shadow = ws.shadow.at(s.args[1]);
+      } else {
+        scalar_exponent_rounded = s.slot >= 0;
+      }
+    }
+    bool rounded = scalar_exponent_rounded;
+    if (exponent.defined() && kt::is_float(exponent.dtype()))
+      rounded = !kt::all_close(kt::read(exponent_shadow), kt::read(exponent), kt::tol_exact());
+    if (!rounded) return true;
+    if (!base.defined()) return s.s0 > 0;  // a scalar base
+    for (double x : kt::read(base).v)
+      if (!(x > 0)) return false;
+    return true;
+  }
+
+  // Comparisons of rounded values need a margin: eq(tanh(9), 1) is true in one libm
+  // and false in another. Every pair must differ by more than a few rounding errors,
+  // or be exactly equal operands that carry no rounding.
+  bool comparison_has_margin(const Step& s, const WorldState& ws,
+                             const std::vector<size_t>& rounded) {
+    const kiln::OpFamily fam = kiln::op_info(s.op).family;
+    if (fam != kiln::OpFamily::Binary || s.form != Form::Call || rounded.empty()) return true;
+    const Tensor& a = ws.env.at(s.args[0]);
+    const Tensor& b = ws.env.at(s.args[1]);
+    const double delta = 16.0 * std::max(rounding_noise(a.dtype()), rounding_noise(b.dtype()));
+    const Host gap = kt::map2(kt::read(a), kt::read(b), [delta](double x, double y) {
+      if (std::isnan(x) || std::isnan(y) || std::isinf(x) || std::isinf(y)) return 1.0;
+      return std::fabs(x - y) > delta * std::max({std::fabs(x), std::fabs(y), 1e-3}) ? 1.0 : 0.0;
+    });
+    for (double g : gap.v)
+      if (g == 0.0) return false;
     return true;
   }
 

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <random>
 
@@ -361,10 +362,20 @@ InputTensor make_input(const InputDecl& decl, const Host& data, int shape_set, D
 
 void refill_input(const InputDecl& decl, const InputTensor& input, const Host& data,
                   Device device) {
-  kiln::NoHookScope untraced;
-  const Tensor fresh = kt::make(base_data(decl, data), decl.dtype, device);
+  Tensor fresh;
+  {
+    kiln::NoHookScope untraced;  // building the host data is no part of the program
+    fresh = kt::make(base_data(decl, data), decl.dtype, kiln::kCPU);
+  }
   Tensor base = input.base;
-  base.copy_(fresh);
+  if (device.is_cpu()) {
+    // What a host loader (or numpy) does: write the bytes through data_ptr(), which runs
+    // any pending lazy work that still reads the old values first.
+    std::memcpy(base.data_ptr(), fresh.data_ptr(),
+                static_cast<size_t>(fresh.numel()) * static_cast<size_t>(fresh.element_size()));
+  } else {
+    base.copy_(fresh);  // a host-to-device copy, part of the program like any other op
+  }
 }
 
 const Tensor& Env::at(const Ref& r) const {

@@ -24,7 +24,7 @@ struct InputTensor {
   Tensor view;
 };
 InputTensor make_input(const InputDecl& decl, const Host& data, int shape_set, Device device);
-// Writes data into an input's storage (untraced, like a host loader filling a buffer).
+// Writes data into an input's storage the way a host loader fills a buffer.
 void refill_input(const InputDecl& decl, const InputTensor& input, const Host& data, Device device);
 
 struct Env {

@@ -5,6 +5,7 @@
 // linker with another file's copy and then run on a CPU that lacks it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -64,6 +65,31 @@ struct VectorUnary<OpId::Relu> {  // keeps NaN, like the scalar form and PyTorch
   }
 };
 
+// xsimd's float exp overflows for x > 88.376, libm's (and the JITs') only past 88.723:
+// lanes that came out inf from a finite x are recomputed with libm.
+template <>
+struct VectorUnary<OpId::Exp> {
+  template <class B>
+  B operator()(B x) const {
+    const B r = pm::UnaryFn<OpId::Exp>{}(x);
+    if (!xsimd::any(xsimd::isinf(r) && !xsimd::isinf(x))) return r;
+    using T = typename B::value_type;
+    T xs[B::size], rs[B::size];
+    x.store_unaligned(xs);
+    r.store_unaligned(rs);
+    for (size_t i = 0; i < B::size; ++i)
+      if (std::isinf(rs[i]) && !std::isinf(xs[i])) rs[i] = std::exp(xs[i]);
+    return B::load_unaligned(rs);
+  }
+};
+template <>
+struct VectorUnary<OpId::Neg> {  // xsimd's AVX-512 neg is 0 - x: it turns -(+0) into +0
+  template <class B>
+  B operator()(B x) const {
+    return x * B(-1);
+  }
+};
+
 template <OpId Op>
 struct VectorBinary {
   template <class B>
@@ -78,18 +104,23 @@ struct VectorBinary<OpId::Ne> {
     return !(a == b);
   }
 };
+// NaN in either operand gives NaN; of +0 and -0 maximum is +0 and minimum -0 (IEEE
+// 754-2019, and the JITs' llvm.maximum / llvm.minimum): equal operands are combined
+// bitwise, which only differs from either for a pair of signed zeros.
 template <>
-struct VectorBinary<OpId::Maximum> {  // NaN in either operand gives NaN
+struct VectorBinary<OpId::Maximum> {
   template <class B>
   B operator()(B a, B b) const {
-    return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::max(a, b)));
+    const B m = xsimd::select(a == b, a & b, xsimd::max(a, b));
+    return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, m));
   }
 };
 template <>
 struct VectorBinary<OpId::Minimum> {
   template <class B>
   B operator()(B a, B b) const {
-    return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, xsimd::min(a, b)));
+    const B m = xsimd::select(a == b, a | b, xsimd::min(a, b));
+    return xsimd::select(xsimd::isnan(a), a, xsimd::select(xsimd::isnan(b), b, m));
   }
 };
 

@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# ASan + UBSan + LeakSanitizer runs of kiln's test suites (issue 9). Configures and
+# builds a separate tree (build-asan: -DKILN_SANITIZE=address,undefined, -O2 -g1, LLVM
+# JIT on, CUDA on when the toolkit is there; the CUDA tests skip without a GPU), then
+# runs, each under ASan + UBSan (any UB report is fatal) with leak detection on:
+#
+#   1. kiln_tests            every GoogleTest suite, one process (leaks checked at exit)
+#   2. kiln_fuzz             the differential fuzzer, a small fixed-seed budget
+#   3. kiln_memory_stability a short run (exercises the trace/kernel LRU eviction paths;
+#                            its memory bounds are loose: ASan's quarantine and shadow
+#                            memory make RSS figures meaningless here)
+#   4. pytest                tests/python under /usr/bin/python3 with the ASan runtime
+#                            preloaded and PYTHONMALLOC=malloc (tracer on, then KILN_TRACE=0)
+#
+# and prints one summary line per step. Exit status 0 only if every step was clean.
+#
+#   scripts/sanitize.sh              build + all steps
+#   scripts/sanitize.sh build        configure + build only
+#   scripts/sanitize.sh cpp          build + steps 1-3
+#   scripts/sanitize.sh python       build + step 4
+#
+# Knobs: KILN_ASAN_BUILD_DIR (default build-asan), KILN_JOBS (default 2),
+# KILN_SANITIZE_GTEST_FILTER (default '*'), KILN_SANITIZE_FUZZ_PROGRAMS (default 400) and
+# KILN_SANITIZE_FUZZ_SECONDS (default 150), KILN_SANITIZE_PYTEST_ARGS (extra pytest
+# arguments, e.g. "-k matmul"), KILN_SANITIZE_PY_EAGER=0 (skip the KILN_TRACE=0 pytest
+# pass). Logs: $KILN_ASAN_BUILD_DIR/sanitize-logs/ (one file per step; a sanitizer
+# report is the block starting with "==<pid>==ERROR" or "runtime error:").
+#
+# Suppressions (scripts/sanitize/): lsan.supp for leaks inside third-party libraries
+# (each entry says why), lsan_python.supp adds CPython's own; ubsan.supp is empty on
+# purpose (kiln's UB is fixed, not suppressed).
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT" || exit 1
+BUILD_DIR="${KILN_ASAN_BUILD_DIR:-build-asan}"
+JOBS="${KILN_JOBS:-2}"
+MODE="${1:-all}"
+LOG_DIR="$BUILD_DIR/sanitize-logs"
+SUPP="$ROOT/scripts/sanitize"
+
+log() { printf '[sanitize] %s\n' "$*" >&2; }
+case "$MODE" in
+  all | build | cpp | python) ;;
+  *)
+    log "usage: scripts/sanitize.sh [all|build|cpp|python]"
+    exit 2
+    ;;
+esac
+
+# ---- 1. configure + build (the packages come from scripts/setup.sh's list)
+t0=$(date +%s)
+# shellcheck disable=SC2054  # the commas belong to -DKILN_SANITIZE=address,undefined
+cmake_args=(-S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+  "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
+  -DKILN_SANITIZE=address,undefined -DKILN_WITH_LLVM=ON -DKILN_BUILD_BENCH=OFF)
+[[ -f "$BUILD_DIR/CMakeCache.txt" ]] || cmake_args+=(-G Ninja)
+# shellcheck disable=SC2206  # word splitting of the extra flags is intended
+cmake_args+=(${KILN_CMAKE_ARGS:-})
+nice -n 10 cmake "${cmake_args[@]}" >/dev/null || {
+  log "configure FAILED"
+  exit 1
+}
+targets=(kiln_tests kiln_fuzz kiln_memory_stability)
+if [[ "$MODE" == python || "$MODE" == all ]]; then
+  targets+=(_kiln kiln_python_package)
+fi
+nice -n 10 cmake --build "$BUILD_DIR" -j "$JOBS" --target "${targets[@]}" || {
+  log "build FAILED"
+  exit 1
+}
+log "configure + build: $(($(date +%s) - t0)) s"
+[[ "$MODE" == build ]] && exit 0
+
+# ---- 2. the sanitizer environment
+mkdir -p "$LOG_DIR"
+ASAN_RT="$(ldd "$BUILD_DIR/libkiln.so" | awk '/libasan\.so/ {print $3; exit}')"
+if [[ -z "$ASAN_RT" || ! -f "$ASAN_RT" ]]; then
+  log "$BUILD_DIR/libkiln.so is not linked against the ASan runtime: is it a sanitizer build?"
+  exit 1
+fi
+# detect_leaks=1: LeakSanitizer at exit. protect_shadow_gap=0: the CUDA driver maps
+# memory in ASan's shadow gap (only matters with a GPU). detect_odr_violation=0: the
+# Boost.Python module and libkiln both carry Boost's header-only statics.
+# check_initialization_order / strict_init_order: static-init-order fiasco checks.
+export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:exitcode=66:protect_shadow_gap=0:detect_odr_violation=0:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:print_summary=1${KILN_ASAN_OPTIONS:+:$KILN_ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67:suppressions=$SUPP/ubsan.supp"
+export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0:exitcode=68"
+# No disk cache shared with the normal build: every compile runs under the sanitizers.
+KILN_CACHE_DIR="$(mktemp -d /tmp/kiln-asan-cache.XXXXXX)"
+export KILN_CACHE_DIR
+trap 'rm -rf "$KILN_CACHE_DIR"' EXIT
+
+declare -a ROWS=()
+FAILED=0
+# run_step NAME LOG CMD...: runs CMD, records status, time and the first sanitizer
+# report's headline for the summary.
+run_step() {
+  local name="$1" logf="$LOG_DIR/$2"
+  shift 2
+  log "$name: $* (log: $logf)"
+  local t rc
+  t=$(date +%s)
+  "$@" >"$logf" 2>&1
+  rc=$?
+  local dt=$(($(date +%s) - t))
+  local nerr
+  nerr=$(grep -cE '^==[0-9]+==ERROR|runtime error:' "$logf")
+  local status=clean
+  if ((rc != 0 || nerr != 0)); then
+    status="FAIL(exit $rc)"
+    FAILED=$((FAILED + 1))
+  fi
+  local first
+  first="$(grep -m1 -E '^==[0-9]+==ERROR|runtime error:|^SUMMARY: (Address|Leak|Undefined)' "$logf" |
+    cut -c1-150)"
+  ROWS+=("$(printf '%-26s %-14s %5ss  sanitizer reports: %s' "$name" "$status" "$dt" "$nerr")")
+  [[ -n "$first" ]] && ROWS+=("    first: $first")
+  tail -n 3 "$logf" | sed 's/^/    | /' >&2
+}
+
+cpp_steps() {
+  local bin="$BUILD_DIR/tests"
+  run_step "kiln_tests" kiln_tests.log \
+    "$bin/kiln_tests" --gtest_brief=1 --gtest_filter="${KILN_SANITIZE_GTEST_FILTER:-*}"
+  run_step "kiln_fuzz" kiln_fuzz.log \
+    "$bin/kiln_fuzz" --seed 9 --programs "${KILN_SANITIZE_FUZZ_PROGRAMS:-400}" \
+    --seconds "${KILN_SANITIZE_FUZZ_SECONDS:-150}" --save-dir "$BUILD_DIR/fuzz_failures"
+  # A small quarantine so that freed blocks come back and the heap levels off.
+  run_step "kiln_memory_stability" memory_stability.log \
+    env ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=16" KILN_MAX_TRACES=64 \
+    KILN_TRACE_CACHE_OPS=2048 KILN_KERNEL_CACHE_ENTRIES=16 \
+    "$bin/kiln_memory_stability" --iterations 600 --samples 4 --shapes 300 \
+    --warmup-fraction 0.5 --bound-mib 256 --device cpu
+}
+
+python_steps() {
+  # The interpreter is not instrumented: the ASan runtime must be loaded first
+  # (LD_PRELOAD); PYTHONMALLOC=malloc sends Python's objects through ASan's allocator.
+  local py_env=(env LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc
+    LSAN_OPTIONS="$LSAN_OPTIONS:suppressions=$SUPP/lsan_python.supp"
+    PYTHONPATH="$ROOT/$BUILD_DIR/python" PYTHONDONTWRITEBYTECODE=1)
+  # shellcheck disable=SC2086  # KILN_SANITIZE_PYTEST_ARGS: extra pytest arguments
+  run_step "pytest" pytest.log "${py_env[@]}" /usr/bin/python3 -m pytest -q \
+    -p no:cacheprovider ${KILN_SANITIZE_PYTEST_ARGS:-} tests/python
+  if [[ "${KILN_SANITIZE_PY_EAGER:-1}" != 0 ]]; then
+    # shellcheck disable=SC2086
+    run_step "pytest (KILN_TRACE=0)" pytest_eager.log "${py_env[@]}" KILN_TRACE=0 \
+      /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+      --ignore=tests/python/test_tracer.py --ignore=tests/python/test_tracer_footguns.py \
+      ${KILN_SANITIZE_PYTEST_ARGS:-} tests/python
+  fi
+}
+
+[[ "$MODE" == all || "$MODE" == cpp ]] && cpp_steps
+[[ "$MODE" == all || "$MODE" == python ]] && python_steps
+
+echo
+echo "==================== kiln sanitizer run (ASan + UBSan + LSan) ===================="
+printf '%s\n' "${ROWS[@]}"
+echo "total: $(($(date +%s) - t0)) s; logs in $LOG_DIR"
+((FAILED == 0))
