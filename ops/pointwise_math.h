@@ -52,7 +52,8 @@ KILN_HD T min(T a, T b) {
   return a < b ? a : b;
 }
 // Integer power by squaring (PyTorch keeps int ** int integral; negative exponents give 0
-// except for bases 1 and -1).
+// except for bases 1 and -1). Computed unsigned: a power that overflows wraps around (two's
+// complement) instead of being undefined, and the base is not squared past the last bit.
 template <class T>
 KILN_HD T ipow(T base, T e) {
   if (e < 0) {
@@ -60,13 +61,14 @@ KILN_HD T ipow(T base, T e) {
     if (base == -1) return (e & 1) ? -1 : 1;
     return 0;
   }
-  T r = 1;
+  using U = std::make_unsigned_t<T>;
+  U r = 1, b = static_cast<U>(base);
   while (e) {
-    if (e & 1) r *= base;
-    base *= base;
+    if (e & 1) r *= b;
     e >>= 1;
+    if (e) b *= b;
   }
-  return r;
+  return static_cast<T>(r);
 }
 
 // ---- unary functors: UnaryFn<OpId::X>{}(x). T is float/double/int or a SIMD batch.

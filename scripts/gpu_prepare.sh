@@ -4,7 +4,8 @@
 # folder .gpu/ (ignored by git) that the device tool carries:
 #
 #   .gpu/lib/      libkiln.so (stripped)
-#   .gpu/bin/      kiln_tests, kiln_demo, bench_eager_overhead, bench_cpu_bandwidth
+#   .gpu/bin/      kiln_tests, kiln_demo, bench_eager_overhead, bench_cpu_bandwidth,
+#                  kiln_memory_stability, kiln_fuzz
 #   .gpu/python/   the built Python package (build-gpu/python, symlinks resolved)
 #   .gpu/debs/     Debian .deb files for what the GPU machine (Ubuntu 24.04, Python
 #                  3.12, no apt access) lacks: Python 3.11 for the Boost.Python module,
@@ -58,7 +59,7 @@ if [[ -n "$soname" && "$soname" != libkiln.so ]]; then
   cp -L "$lib" "$CARRY/lib/$soname"
 fi
 
-for b in kiln_tests kiln_demo bench_eager_overhead bench_cpu_bandwidth; do
+for b in kiln_tests kiln_demo bench_eager_overhead bench_cpu_bandwidth kiln_memory_stability kiln_fuzz; do
   f="$(find_built "$b")"
   if [[ -n "$f" ]]; then
     cp -L "$f" "$CARRY/bin/$b"

@@ -173,6 +173,12 @@ gpu_workloads_step() {
   PYTHONUNBUFFERED=1 python3 bench/gpu_workloads.py --kiln-python "$(make_kiln_python)" \
     --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/gpu_workloads.json"
 }
+# Memory stability (tests/stability): 100k CPU and 10k CUDA iterations of a traced
+# training loop, resident and device memory sampled after warmup.
+memory_step() {
+  kiln_env "$G/bin/kiln_memory_stability" --iterations 100000 --cuda-iterations 10000 \
+    --samples 20 --shapes 2000 | tee "$OUT/memory_stability.txt"
+}
 # Training steps (bench/training_step.py): kiln eager / traced vs PyTorch eager /
 # torch.compile, one table.
 training_step() {
@@ -187,7 +193,7 @@ sanitize_step() { bash scripts/gpu_sanitize.sh "$1"; }
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
 export -f kiln_env py311 sanitize_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
-  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step
+  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step
 
 summary() {
   echo
@@ -279,8 +285,9 @@ main() {
   step "kiln_demo" 60 demo_step
   step "demo.py (python3.11)" 120 demo_py_step
   step "pytest (python3.11)" 180 pytest_step
-  if [[ "${KILN_GPU_STEPS:-all}" == train ]]; then  # tests, demos and the training table
-    step "training step bench" 300 training_step
+  if [[ "${KILN_GPU_STEPS:-all}" == train ]]; then  # + the training table and memory run
+    step "training step bench" 240 training_step
+    step "memory stability" 150 memory_step
   fi
   if [[ "${KILN_GPU_STEPS:-all}" == tests || "${KILN_GPU_STEPS:-all}" == train ]]; then
     summary | tee "$SUMMARY"

@@ -83,7 +83,9 @@ fi
 # memory in ASan's shadow gap (only matters with a GPU). detect_odr_violation=0: the
 # Boost.Python module and libkiln both carry Boost's header-only statics.
 # check_initialization_order / strict_init_order: static-init-order fiasco checks.
-export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:abort_on_error=0:exitcode=66:protect_shadow_gap=0:detect_odr_violation=0:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:print_summary=1${KILN_ASAN_OPTIONS:+:$KILN_ASAN_OPTIONS}"
+# allocator_may_return_null=1: an allocation that fails returns null as glibc's does
+# (the fault tests cap the address space and check kiln's OutOfMemoryError).
+export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:halt_on_error=1:abort_on_error=0:exitcode=66:protect_shadow_gap=0:detect_odr_violation=0:check_initialization_order=1:strict_init_order=1:detect_stack_use_after_return=1:print_summary=1${KILN_ASAN_OPTIONS:+:$KILN_ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:exitcode=67:suppressions=$SUPP/ubsan.supp"
 export LSAN_OPTIONS="suppressions=$SUPP/lsan.supp:print_suppressions=0:exitcode=68"
 # No disk cache shared with the normal build: every compile runs under the sanitizers.

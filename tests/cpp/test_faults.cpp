@@ -393,7 +393,7 @@ TEST_F(Faults, DiskCacheFilesEmptyCutForeignOrSymlinkedAreIgnored) {
   fs::remove_all(dir);
 }
 
-bool running_as_root() { return geteuid() == 0; }
+[[maybe_unused]] bool running_as_root() { return geteuid() == 0; }
 
 // Only meaningful as a child of the tests below: a traced loop (whose LLVM kernel is new
 // to the process) under KILN_CACHE_DIR; writes "compiled disk_hits value" to the file.
@@ -424,7 +424,7 @@ struct ChildResult {
   std::string cache;
 };
 
-ChildResult run_child(const std::string& cache_dir) {
+[[maybe_unused]] ChildResult run_child(const std::string& cache_dir) {
   ChildResult r;
   std::istringstream in(run_child_test("TracedLoopWithTheCacheDir", cache_dir, "", &r.status));
   in >> r.compiled >> r.hits >> r.value >> r.traces;
