@@ -1,5 +1,7 @@
 #include "runtime/dims.h"
 
+#include <limits>
+
 #include "runtime/error.h"
 
 namespace kiln {
@@ -13,10 +15,14 @@ std::string dims_str(const Dims& d) {
   return s + "]";
 }
 
+// Shapes whose element count overflows int64 reach these (a huge broadcast's output, say)
+// before Tensor::make rejects them with OutOfMemoryError: the products saturate at
+// INT64_MAX instead of overflowing (undefined behaviour).
 int64_t dims_numel(const Dims& d) {
   int64_t n = 1;
-  for (int64_t v : d) n *= v;
-  return n;
+  for (int64_t v : d)
+    if (__builtin_mul_overflow(n, v, &n)) n = std::numeric_limits<int64_t>::max();
+  return n;  // a 0 after the saturation still gives 0
 }
 
 Dims contiguous_strides(const Dims& sizes) {
@@ -24,7 +30,8 @@ Dims contiguous_strides(const Dims& sizes) {
   int64_t s = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
     strides[i] = s;
-    s *= sizes[i] > 0 ? sizes[i] : 1;
+    if (__builtin_mul_overflow(s, sizes[i] > 0 ? sizes[i] : 1, &s))
+      s = std::numeric_limits<int64_t>::max();
   }
   return strides;
 }

@@ -18,6 +18,9 @@
 #   scripts/sanitize.sh build        configure + build only
 #   scripts/sanitize.sh cpp          build + steps 1-3
 #   scripts/sanitize.sh python       build + step 4
+#   scripts/sanitize.sh ci           CI's subset (scripts/test.sh with KILN_SANITIZE_CI=1):
+#                                    build-asan-ci without CUDA and Python (build time),
+#                                    steps 1 and 2 with CI's filter and fuzz budget
 #
 # Knobs: KILN_ASAN_BUILD_DIR (default build-asan), KILN_JOBS (default 2),
 # KILN_SANITIZE_GTEST_FILTER (default '*'), KILN_SANITIZE_FUZZ_PROGRAMS (default 400) and
@@ -33,6 +36,7 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT" || exit 1
 BUILD_DIR="${KILN_ASAN_BUILD_DIR:-build-asan}"
+[[ "${1:-}" == ci ]] && BUILD_DIR="${KILN_ASAN_BUILD_DIR:-build-asan-ci}"
 JOBS="${KILN_JOBS:-2}"
 MODE="${1:-all}"
 LOG_DIR="$BUILD_DIR/sanitize-logs"
@@ -40,9 +44,9 @@ SUPP="$ROOT/scripts/sanitize"
 
 log() { printf '[sanitize] %s\n' "$*" >&2; }
 case "$MODE" in
-  all | build | cpp | python) ;;
+  all | build | cpp | python | ci) ;;
   *)
-    log "usage: scripts/sanitize.sh [all|build|cpp|python]"
+    log "usage: scripts/sanitize.sh [all|build|cpp|python|ci]"
     exit 2
     ;;
 esac
@@ -55,13 +59,15 @@ cmake_args=(-S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
   -DKILN_SANITIZE=address,undefined -DKILN_WITH_LLVM=ON -DKILN_BUILD_BENCH=OFF)
 [[ -f "$BUILD_DIR/CMakeCache.txt" ]] || cmake_args+=(-G Ninja)
+[[ "$MODE" == ci ]] && cmake_args+=(-DKILN_WITH_CUDA=OFF -DKILN_BUILD_PYTHON=OFF)
 # shellcheck disable=SC2206  # word splitting of the extra flags is intended
 cmake_args+=(${KILN_CMAKE_ARGS:-})
 nice -n 10 cmake "${cmake_args[@]}" >/dev/null || {
   log "configure FAILED"
   exit 1
 }
-targets=(kiln_tests kiln_fuzz kiln_memory_stability)
+targets=(kiln_tests kiln_fuzz)
+[[ "$MODE" == ci ]] || targets+=(kiln_memory_stability)
 if [[ "$MODE" == python || "$MODE" == all ]]; then
   targets+=(_kiln kiln_python_package)
 fi
@@ -75,6 +81,10 @@ log "configure + build: $(($(date +%s) - t0)) s"
 # ---- 2. the sanitizer environment
 mkdir -p "$LOG_DIR"
 ASAN_RT="$(ldd "$BUILD_DIR/libkiln.so" | awk '/libasan\.so/ {print $3; exit}')"
+# Preloaded with the ASan runtime for Python: ASan looks up the real __cxa_throw when it
+# starts, and python3 does not link libstdc++ (else: CHECK failed ... real___cxa_throw
+# at kiln's first C++ exception).
+CXX_RT="$(ldd "$BUILD_DIR/libkiln.so" | awk '/libstdc\+\+\.so/ {print $3; exit}')"
 if [[ -z "$ASAN_RT" || ! -f "$ASAN_RT" ]]; then
   log "$BUILD_DIR/libkiln.so is not linked against the ASan runtime: is it a sanitizer build?"
   exit 1
@@ -103,8 +113,19 @@ run_step() {
   log "$name: $* (log: $logf)"
   local t rc
   t=$(date +%s)
-  "$@" >"$logf" 2>&1
+  # The reports go to files of their own (one per process: pytest's capture would swallow
+  # those of a crash, and child processes have their own), appended to the step's log.
+  rm -f "$logf".asan.* "$logf".ubsan.*
+  ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$logf.asan" UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$logf.ubsan" \
+    "$@" >"$logf" 2>&1
   rc=$?
+  local f
+  for f in "$logf".asan.* "$logf".ubsan.*; do
+    [[ -f "$f" ]] || continue
+    printf '\n---- sanitizer report %s\n' "$f" >>"$logf"
+    cat "$f" >>"$logf"
+    rm -f "$f"
+  done
   local dt=$(($(date +%s) - t))
   local nerr
   nerr=$(grep -cE '^==[0-9]+==ERROR|runtime error:' "$logf")
@@ -124,10 +145,11 @@ run_step() {
 cpp_steps() {
   local bin="$BUILD_DIR/tests"
   run_step "kiln_tests" kiln_tests.log \
-    "$bin/kiln_tests" --gtest_brief=1 --gtest_filter="${KILN_SANITIZE_GTEST_FILTER:-*}"
+    "$bin/kiln_tests" --gtest_brief=1 --gtest_filter="${KILN_SANITIZE_GTEST_FILTER:-$GTEST_FILTER}"
   run_step "kiln_fuzz" kiln_fuzz.log \
-    "$bin/kiln_fuzz" --seed 9 --programs "${KILN_SANITIZE_FUZZ_PROGRAMS:-400}" \
-    --seconds "${KILN_SANITIZE_FUZZ_SECONDS:-150}" --save-dir "$BUILD_DIR/fuzz_failures"
+    "$bin/kiln_fuzz" --seed 9 --programs "${KILN_SANITIZE_FUZZ_PROGRAMS:-$FUZZ_PROGRAMS}" \
+    --seconds "${KILN_SANITIZE_FUZZ_SECONDS:-$FUZZ_SECONDS}" --save-dir "$BUILD_DIR/fuzz_failures"
+  [[ "$MODE" == ci ]] && return
   # A small quarantine so that freed blocks come back and the heap levels off.
   run_step "kiln_memory_stability" memory_stability.log \
     env ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=16" KILN_MAX_TRACES=64 \
@@ -138,9 +160,11 @@ cpp_steps() {
 
 python_steps() {
   # The interpreter is not instrumented: the ASan runtime must be loaded first
-  # (LD_PRELOAD); PYTHONMALLOC=malloc sends Python's objects through ASan's allocator.
-  local py_env=(env LD_PRELOAD="$ASAN_RT" PYTHONMALLOC=malloc
-    LSAN_OPTIONS="$LSAN_OPTIONS:suppressions=$SUPP/lsan_python.supp"
+  # (LD_PRELOAD, with libstdc++: see CXX_RT); PYTHONMALLOC=malloc sends Python's objects through ASan's allocator.
+  # LSan reads one suppressions file: the third-party list plus CPython's.
+  cat "$SUPP/lsan.supp" "$SUPP/lsan_python.supp" >"$LOG_DIR/lsan_python_all.supp"
+  local py_env=(env LD_PRELOAD="$ASAN_RT $CXX_RT" PYTHONMALLOC=malloc
+    LSAN_OPTIONS="${LSAN_OPTIONS/$SUPP\/lsan.supp/$LOG_DIR/lsan_python_all.supp}"
     PYTHONPATH="$ROOT/$BUILD_DIR/python" PYTHONDONTWRITEBYTECODE=1)
   # shellcheck disable=SC2086  # KILN_SANITIZE_PYTEST_ARGS: extra pytest arguments
   run_step "pytest" pytest.log "${py_env[@]}" /usr/bin/python3 -m pytest -q \
@@ -154,7 +178,15 @@ python_steps() {
   fi
 }
 
-[[ "$MODE" == all || "$MODE" == cpp ]] && cpp_steps
+GTEST_FILTER='*'
+FUZZ_PROGRAMS=400
+FUZZ_SECONDS=150
+if [[ "$MODE" == ci ]]; then
+  GTEST_FILTER='*'
+  FUZZ_PROGRAMS=150
+  FUZZ_SECONDS=60
+fi
+[[ "$MODE" == all || "$MODE" == cpp || "$MODE" == ci ]] && cpp_steps
 [[ "$MODE" == all || "$MODE" == python ]] && python_steps
 
 echo
