@@ -69,11 +69,26 @@ bp::list autograd_grad(const bp::object& roots, const bp::object& inputs, const 
       optional_tensors(grads, "grad", "grad_outputs"), retain_graph, allow_unused));
 }
 
+// The segment's callable, kept by its autograd node. A node can outlive the interpreter:
+// the main thread's TraceRecorder (a thread_local) holds the tensors it recorded, with
+// their history, until exit() runs the thread-local destructors, after Py_Finalize, where
+// a Py_DECREF is fatal ("the GIL is released"). The reference is dropped under the GIL
+// while Python runs, and left alone once it is gone (as interop's release_pyobject does).
+std::shared_ptr<PyObject> hold_callable(const bp::object& fn) {
+  Py_INCREF(fn.ptr());
+  return std::shared_ptr<PyObject>(fn.ptr(), [](PyObject* p) {
+    if (!Py_IsInitialized()) return;
+    PyGILState_STATE gil = PyGILState_Ensure();
+    Py_DECREF(p);
+    PyGILState_Release(gil);
+  });
+}
+
 // fn(*tensors) -> a tensor or a tuple/list of tensors.
-bp::list checkpoint_fn(const bp::object& fn, const bp::object& tensors) {
-  auto segment = [fn](const std::vector<Tensor>& inputs) {
+bp::list checkpoint_fn(const bp::object& fn_obj, const bp::object& tensors) {
+  auto segment = [fn = hold_callable(fn_obj)](const std::vector<Tensor>& inputs) {
     bp::tuple args = tensor_tuple(inputs);
-    bp::object result(bp::handle<>(PyObject_CallObject(fn.ptr(), args.ptr())));
+    bp::object result(bp::handle<>(PyObject_CallObject(fn.get(), args.ptr())));
     if (is_tensor(result.ptr())) return std::vector<Tensor>{tensor_of(result.ptr())};
     std::vector<Tensor> out = optional_tensors(result, "checkpoint", "the segment's result");
     for (const Tensor& t : out)
