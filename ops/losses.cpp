@@ -1,5 +1,7 @@
 #include "ops/losses.h"
 
+#include <cmath>
+
 #include "ops/api.h"
 #include "runtime/error.h"
 
@@ -41,7 +43,14 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::stri
   const Tensor picked = sum(where(hit, log_softmax(x, 1), Scalar(0.0)), {1});
   const Tensor valid = (t != ignore_index).to(x.dtype());
   const Tensor loss = -(picked * valid);
-  if (reduction == "mean") return sum(loss) / sum(valid);
+  if (reduction == "mean") {
+    // The mean over the targets not ignored; all ignored: nan, as PyTorch, with a zero
+    // gradient (not 0 * inf: PyTorch's backward never writes the ignored rows).
+    const Tensor count = sum(valid);
+    const Tensor none = count == Scalar(0.0);
+    const Tensor inverse = where(none, Scalar(0.0), reciprocal(where(none, Scalar(1.0), count)));
+    return sum(loss) * inverse + where(none, Scalar(std::nan("")), count * 0.0);
+  }
   return reduce_loss(logits.dim() == 1 ? loss.reshape({}) : loss, reduction, "cross_entropy");
 }
 

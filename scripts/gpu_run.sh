@@ -20,7 +20,11 @@
 # KILN_GPU_STEPS=tests runs steps 1-3 and the demos only (no benchmarks);
 # KILN_GPU_STEPS=train adds the training-step table (bench/training_step.py);
 # KILN_GPU_STEPS=sanitize runs only compute-sanitizer memcheck and racecheck on the CUDA
-# gtests (scripts/gpu_sanitize.sh; 300 s for both), one summary line per tool.
+# gtests (scripts/gpu_sanitize.sh; 300 s for both), one summary line per tool;
+# KILN_GPU_STEPS=reliability runs both tools and then the differential fuzzer's CUDA legs
+# (kiln_fuzz --device cuda, KILN_GPU_FUZZ_SECONDS, default 150; a mismatch's shrunk case
+# is saved to $OUT/fuzz_cases; KILN_GPU_FUZZ_REPLAY replays given case files after it;
+# KILN_GPU_SANITIZE_TOOLS picks the tools, default "memcheck racecheck").
 # Each step has a time limit and the whole run stays inside KILN_GPU_BUDGET_S
 # (default 590 s), so the summary is printed even when a step hangs.
 set -uo pipefail
@@ -190,9 +194,30 @@ training_step() {
 
 # compute-sanitizer (scripts/gpu_sanitize.sh) on the CUDA gtests, one tool per step.
 sanitize_step() { bash scripts/gpu_sanitize.sh "$1"; }
+# The differential fuzzer with its CUDA legs (eager and NVRTC-compiled on the GPU, against
+# CPU eager and the CPU tracer); the GPU build has no LLVM, so the CPU JIT leg is absent.
+fuzz_cuda_step() {
+  mkdir -p "$OUT/fuzz_cases"
+  kiln_env "$G/bin/kiln_fuzz" --device cuda --seed "${KILN_GPU_FUZZ_SEED:-$(date +%s)}" \
+    --seconds "${KILN_GPU_FUZZ_SECONDS:-150}" --save-dir "$OUT/fuzz_cases" 2>&1 |
+    tee "$OUT/fuzz_cuda.txt" | grep -vE '^\[kiln_fuzz\] [0-9]+ programs'
+  local rc="${PIPESTATUS[0]}" f
+  # One file for all the shrunk cases (the device tool returns at most 8 files).
+  if compgen -G "$OUT/fuzz_cases/*.fuzz" >/dev/null; then
+    tar -C "$OUT" -czf "$OUT/fuzz_cases.tgz" fuzz_cases && rm -rf "$OUT/fuzz_cases"
+  else
+    rm -rf "$OUT/fuzz_cases"
+  fi
+  # KILN_GPU_FUZZ_REPLAY: saved cases to replay too (with KILN_LOGS=$KILN_GPU_FUZZ_LOGS).
+  for f in ${KILN_GPU_FUZZ_REPLAY:-}; do
+    KILN_LOGS="${KILN_GPU_FUZZ_LOGS:-}" kiln_env "$G/bin/kiln_fuzz" --replay "$f" 2>&1 | tail -n 60
+    ((PIPESTATUS[0] == 0)) || rc=1
+  done
+  return "$rc"
+}
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
-export -f kiln_env py311 sanitize_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
+export -f kiln_env py311 sanitize_step fuzz_cuda_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
   py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step
 
 summary() {
@@ -268,9 +293,18 @@ main() {
     ((FAILED == 0))
     return
   fi
-  if [[ "${KILN_GPU_STEPS:-all}" == sanitize ]]; then  # compute-sanitizer, 300 s in all
-    step "compute-sanitizer memcheck" 180 sanitize_step memcheck
-    step "compute-sanitizer racecheck" 120 sanitize_step racecheck
+  if [[ "${KILN_GPU_STEPS:-all}" == sanitize || "${KILN_GPU_STEPS:-all}" == reliability ]]; then
+    for tool in ${KILN_GPU_SANITIZE_TOOLS:-memcheck racecheck}; do
+      if [[ "$tool" == memcheck ]]; then
+        step "compute-sanitizer memcheck" 180 sanitize_step memcheck
+      elif [[ "$tool" == racecheck ]]; then
+        step "compute-sanitizer racecheck" 240 sanitize_step racecheck
+      fi  # anything else ("none"): no compute-sanitizer run
+    done
+    if [[ "${KILN_GPU_STEPS:-all}" == reliability ]]; then
+      step "kiln_fuzz (CUDA legs)" $((${KILN_GPU_FUZZ_SECONDS:-150} + 30)) fuzz_cuda_step
+      [[ -s "$OUT/fuzz_cuda.txt" ]] && grep -E 'done:|mismatch|MISMATCH' "$OUT/fuzz_cuda.txt" | tail -n 5
+    fi
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return

@@ -15,6 +15,7 @@
 # every test passed.
 #
 # Knobs: KILN_GPU_SANITIZE_FILTER (gtest filter, default the CUDA suites below),
+# KILN_GPU_SANITIZE_TAG (a suffix for the report files and the summary line),
 # KILN_GPU_SANITIZE_ARGS (extra compute-sanitizer flags, e.g. "--leak-check full"),
 # COMPUTE_SANITIZER (the binary), KILN_TESTS_BIN (default .gpu/bin/kiln_tests),
 # STEP_LIMIT_S (seconds for this run; gpu_run.sh sets it, default 150).
@@ -28,7 +29,12 @@ TOOL="${1:-memcheck}"
 OUT="${OUT:-/tmp/kiln-gpu-out}"
 mkdir -p "$OUT"
 BIN="${KILN_TESTS_BIN:-$ROOT/.gpu/bin/kiln_tests}"
+# racecheck only looks at shared memory: the suites whose kernels use it (block
+# reductions, softmax, layer_norm, transpose tiles; fused row kernels), and it is slow.
 FILTER="${KILN_GPU_SANITIZE_FILTER:-*Cuda*:*JitCuda*:*CudaCodegen*}"
+[[ "$TOOL" == racecheck && -z "${KILN_GPU_SANITIZE_FILTER:-}" ]] &&
+  FILTER='AllDTypes/CudaDType.*:CudaCodegen.*:JitCuda/JitCudaRows.*'
+TAG="$TOOL${KILN_GPU_SANITIZE_TAG:+_$KILN_GPU_SANITIZE_TAG}"
 LIMIT="${STEP_LIMIT_S:-150}"
 SUMMARY="$OUT/sanitize_summary.txt"
 
@@ -75,8 +81,8 @@ if [[ "$TOOL" == racecheck ]]; then
 fi
 # shellcheck disable=SC2206  # word splitting of the extra flags is intended
 tool_args+=(${KILN_GPU_SANITIZE_ARGS:-})
-logf="$OUT/cs_$TOOL.log"
-xml="$OUT/cs_$TOOL.xml"
+logf="$OUT/cs_$TAG.log"
+xml="$OUT/cs_$TAG.xml"
 rm -f "$xml"
 
 # Stop the tool before the step's own limit, so that this script still prints its line.
@@ -115,7 +121,7 @@ PYEOF
 status="${errors:-?} errors"
 [[ -n "$hazards" ]] && status="$status (${hazards#RACECHECK SUMMARY: })"
 ((rc == 124 || rc == 137)) && status="$status, TIMEOUT after ${dt}s (partial)"
-say "compute-sanitizer $TOOL: $status; $tests; exit $rc; ${dt}s"
+say "compute-sanitizer $TAG: $status; $tests; exit $rc; ${dt}s"
 # The first reports, for the log tail the device tool returns.
 grep -m 6 -E '^========= (Invalid|Error|Race|Warning|Program hit)' "$logf" 2>/dev/null |
   sed 's/^/    /'

@@ -116,7 +116,7 @@ run_step() {
   # The reports go to files of their own (one per process: pytest's capture would swallow
   # those of a crash, and child processes have their own), appended to the step's log.
   rm -f "$logf".asan.* "$logf".ubsan.*
-  ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$logf.asan" UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$logf.ubsan" \
+  ASAN_OPTIONS="$ASAN_OPTIONS${STEP_ASAN:+:$STEP_ASAN}:log_path=$logf.asan" UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$logf.ubsan" \
     "$@" >"$logf" 2>&1
   rc=$?
   local f
@@ -151,8 +151,8 @@ cpp_steps() {
     --seconds "${KILN_SANITIZE_FUZZ_SECONDS:-$FUZZ_SECONDS}" --save-dir "$BUILD_DIR/fuzz_failures"
   [[ "$MODE" == ci ]] && return
   # A small quarantine so that freed blocks come back and the heap levels off.
-  run_step "kiln_memory_stability" memory_stability.log \
-    env ASAN_OPTIONS="$ASAN_OPTIONS:quarantine_size_mb=16" KILN_MAX_TRACES=64 \
+  STEP_ASAN=quarantine_size_mb=16 run_step "kiln_memory_stability" memory_stability.log \
+    env KILN_MAX_TRACES=64 \
     KILN_TRACE_CACHE_OPS=2048 KILN_KERNEL_CACHE_ENTRIES=16 \
     "$bin/kiln_memory_stability" --iterations 600 --samples 4 --shapes 300 \
     --warmup-fraction 0.5 --bound-mib 256 --device cpu
@@ -163,6 +163,10 @@ python_steps() {
   # (LD_PRELOAD, with libstdc++: see CXX_RT); PYTHONMALLOC=malloc sends Python's objects through ASan's allocator.
   # LSan reads one suppressions file: the third-party list plus CPython's.
   cat "$SUPP/lsan.supp" "$SUPP/lsan_python.supp" >"$LOG_DIR/lsan_python_all.supp"
+  # fast_unwind_on_malloc=0: python3.11 has no frame pointers, so ASan's fast unwinder
+  # stops in the interpreter; the slow one gives whole stacks that the suppressions in
+  # lsan_python.supp can name (numpy's / torch's module-init allocations).
+  local STEP_ASAN=fast_unwind_on_malloc=0:malloc_context_size=40
   local py_env=(env LD_PRELOAD="$ASAN_RT $CXX_RT" PYTHONMALLOC=malloc
     LSAN_OPTIONS="${LSAN_OPTIONS/$SUPP\/lsan.supp/$LOG_DIR/lsan_python_all.supp}"
     PYTHONPATH="$ROOT/$BUILD_DIR/python" PYTHONDONTWRITEBYTECODE=1)

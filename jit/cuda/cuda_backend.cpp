@@ -139,19 +139,24 @@ class FusedCudaTrace final : public FusedTrace {
     // 2. Launch: patch and replay the graph, record it (again), or launch directly.
     // Every step in order; while patching a recorded graph (library calls are in it
     // already, with the same arguments) only the kernel and copy nodes are revisited.
+    // The escaping library values are copied out last: a later step may still write
+    // into one in place (`empty(...).fill_(x)`, `cat(...).mul_(2)`).
     auto launch_steps = [&](bool patching) {
       for (size_t s = 0; s < plan_.steps.size(); ++s) {
         const Step& step = plan_.steps[s];
         if (step.kind == Step::Kind::Library) {
-          const int i = step.op;
-          if (!patching) run_library_step(static_cast<int>(s), calls[s], v[i]);
-          if (user[i].defined() && v[i].numel() > 0)
-            graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
-                        static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
+          if (!patching) run_library_step(static_cast<int>(s), calls[s], v[step.op]);
         } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
           const CudaKernel& k = *kernels_[s];
           graph_.kernel(static_cast<int>(s), k.fn, k.grid, k.block, k.block_y, args[s]);
         }
+      }
+      for (size_t s = 0; s < plan_.steps.size(); ++s) {
+        const Step& step = plan_.steps[s];
+        const int i = step.op;
+        if (step.kind == Step::Kind::Library && user[i].defined() && v[i].numel() > 0)
+          graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
+                      static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
       }
     };
     auto launch_all = [&] { launch_steps(false); };

@@ -524,8 +524,10 @@ class Emitter {
       for (const KStore& st : full) prepare_rows(st.node, seen);
       open_cols_loop(mode);
       memo_.clear();
+      // Stores go to memory, never to the register copy of an operand the kernel also
+      // reads (an in-place op fused into a row kernel: `v.add_(v)` next to a var(...)).
       for (const KStore& st : full)
-        line(element_(st.operand) + " = " +
+        line(streamed(st.operand) + " = " +
              to_storage(k_.operands[st.operand].dtype, value(st.node)) + ";");
       memo_.clear();
       close_cols_loop();

@@ -95,3 +95,12 @@ __version__ = "0.1.0"
 # Graph-break reports name the user's Python file:line, skipping kiln's own frames.
 _C._install_site_provider(_os.path.dirname(_os.path.abspath(__file__)) + _os.sep)
 del _os
+
+# The main thread's tracer state is a C++ thread_local, destroyed at exit after the
+# interpreter: tensors it still holds could own Python objects (numpy arrays wrapped by
+# from_numpy, checkpointed callables), which can no longer be released then (found by
+# LeakSanitizer, scripts/sanitize.sh). Let go of them while Python still runs.
+import atexit as _atexit  # noqa: E402
+
+_atexit.register(_C._reset)
+del _atexit

@@ -73,15 +73,11 @@ bp::list autograd_grad(const bp::object& roots, const bp::object& inputs, const 
 // the main thread's TraceRecorder (a thread_local) holds the tensors it recorded, with
 // their history, until exit() runs the thread-local destructors, after Py_Finalize, where
 // a Py_DECREF is fatal ("the GIL is released"). The reference is dropped under the GIL
-// while Python runs, and left alone once it is gone (as interop's release_pyobject does).
+// while Python runs, and left alone once it is gone (see with_gil_if_releasable).
 std::shared_ptr<PyObject> hold_callable(const bp::object& fn) {
   Py_INCREF(fn.ptr());
-  return std::shared_ptr<PyObject>(fn.ptr(), [](PyObject* p) {
-    if (!Py_IsInitialized()) return;
-    PyGILState_STATE gil = PyGILState_Ensure();
-    Py_DECREF(p);
-    PyGILState_Release(gil);
-  });
+  return std::shared_ptr<PyObject>(
+      fn.ptr(), [](PyObject* p) { with_gil_if_releasable([&] { Py_DECREF(p); }); });
 }
 
 // fn(*tensors) -> a tensor or a tuple/list of tensors.

@@ -42,6 +42,22 @@ void register_tracer();
 void register_profiler();
 void register_autograd();
 
+// Drops a reference kiln holds to a Python object (a numpy array behind from_numpy, a
+// DLPack capsule's producer, a checkpointed callable), under the GIL. Also while the
+// interpreter shuts down (Py_IsInitialized() is already false while module globals
+// are cleared, which is when most tensors go); left alone only once Py_FinalizeEx has
+// finished (its Py_AtExit step), when thread-local destructors (the main thread's
+// tracer state) run and a Py_DECREF would be fatal. f runs with the GIL held.
+bool python_objects_releasable();
+template <class F>
+void with_gil_if_releasable(F&& f) {
+  if (!python_objects_releasable()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  f();
+  PyGILState_Release(gil);
+}
+void note_python_alive();  // BOOST_PYTHON_MODULE: installs the Py_AtExit step
+
 // The Python class object of kiln.Tensor (set by register_tensor_class).
 PyObject* tensor_type();
 inline bool is_tensor(PyObject* obj) {

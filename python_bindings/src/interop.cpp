@@ -68,10 +68,7 @@ bp::dict array_interface(const Tensor& t) {
 }
 
 void release_pyobject(void* ctx, void*, size_t, Device) {
-  if (!Py_IsInitialized()) return;  // interpreter gone: nothing left to release
-  PyGILState_STATE gil = PyGILState_Ensure();
-  Py_DECREF(static_cast<PyObject*>(ctx));
-  PyGILState_Release(gil);
+  with_gil_if_releasable([&] { Py_DECREF(static_cast<PyObject*>(ctx)); });
 }
 
 DType dtype_from_typestr(const std::string& ts) {
@@ -220,10 +217,7 @@ void release_dlpack(void* ctx, void*, size_t, Device device) {
     }
   }
   if (!managed->deleter) return;
-  if (!Py_IsInitialized()) return;  // at exit: the producer's deleter may need Python
-  PyGILState_STATE gil = PyGILState_Ensure();
-  managed->deleter(managed);
-  PyGILState_Release(gil);
+  with_gil_if_releasable([&] { managed->deleter(managed); });  // it may need Python
 }
 
 DType dtype_from_dl(const DLDataType& t) {

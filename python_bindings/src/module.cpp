@@ -1,9 +1,24 @@
 // The _kiln extension module: the order matters (errors and converters first, then
 // the Tensor class, then everything that adds methods to it or takes tensors).
+#include <atomic>
+
 #include "common.h"
+
+namespace kiln::python {
+namespace {
+std::atomic<bool> python_finalized{false};
+}  // namespace
+
+bool python_objects_releasable() { return !python_finalized.load(); }
+
+void note_python_alive() {
+  Py_AtExit([] { python_finalized.store(true); });
+}
+}  // namespace kiln::python
 
 BOOST_PYTHON_MODULE(_kiln) {
   using namespace kiln::python;
+  note_python_alive();
   bp::docstring_options docs(true, true, false);
   register_errors();
   register_converters();

@@ -1203,6 +1203,18 @@ TEST_F(Losses, CrossEntropy) {
                    }});
 }
 
+// Every target ignored: the mean over no targets is nan (PyTorch's), and the gradient 0,
+// not 0 * inf (found by the ASan run's random targets in test_losses.py).
+TEST_F(Losses, CrossEntropyMeanOverNoTargets) {
+  Tensor logits = make(random_host({5, 3}, kF64, range(-3, 3)), kF64);
+  logits.set_requires_grad(true);
+  const Tensor loss = kiln::cross_entropy(logits, i64({1, 1, 1, 1, 1}, {5}), "mean", 1);
+  EXPECT_TRUE(std::isnan(loss.item<double>()));
+  loss.backward();
+  ASSERT_TRUE(logits.grad().defined());
+  for (double g : read(logits.grad()).v) EXPECT_EQ(g, 0.0);
+}
+
 TEST_F(Losses, BinaryCrossEntropyWithLogits) {
   const Host xh = random_host({3, 5}, kF64, away_from_zero(0.05, -4, 4));
   const Host yh = random_host({3, 5}, kF64, range(0, 1));

@@ -17,6 +17,8 @@
 //     only from some call on;
 //   - a batch-size change after compiling (64, 128, 64);
 //   - an in-place optimizer step (momentum, w.add_) replayed several times;
+//   - in-place writes into values library calls computed (empty+fill_, cat, avg_pool2d,
+//     argmax), kept in what the user gets; an in-place store fused into a row kernel;
 //   - matmul / linear with fused epilogues (2-layer MLPs) and their kernel counts;
 //   - out of memory in a replay inside a traced loop, and the runtime working after it;
 //   - in a child process with a fresh KILN_CACHE_DIR: KILN_CUDA_JIT_FAIL=1 (correct
@@ -640,6 +642,85 @@ TEST_F(JitCuda, InPlaceOptimizerStepReplayed) {
   EXPECT_TRUE(all_close(w, read(we), tol)) << "w vs eager CUDA";
   EXPECT_TRUE(all_close(w, read(wc), tol)) << "w vs eager CPU";
   EXPECT_TRUE(all_close(m, read(mc), tol)) << "momentum vs eager CPU";
+}
+
+// A value a library call computes (a factory, cat, pooling, argmax) reaches the user
+// through a copy out of a staging buffer; a later in-place write into it inside the same
+// trace must be in what the user gets (found by kiln_fuzz's CUDA legs: the copy ran right
+// after the call, so `empty(...).fill_(x)` handed out uninitialized memory).
+TEST_F(JitCuda, InPlaceWritesIntoEscapingLibraryValuesAreKept) {
+  const Tol tol{1e-5, 1e-5};
+  const std::vector<In> ins = {in({6, 5}, kF32), in({3, 5}, kF32), in({2, 3, 7, 8}, kF32)};
+  expect_fused(
+      ins,
+      [](const std::vector<Tensor>& g) {
+        Tensor e = kiln::empty({6, 5}, kiln::TensorOptions(kF32, g[0].device()));
+        e.fill_(1.5);
+        e.add_(g[0]);
+        return e;
+      },
+      tol);
+  expect_fused(
+      ins,
+      [](const std::vector<Tensor>& g) {
+        Tensor c = kiln::cat({g[0], g[1]}, 0);
+        c.mul_(2.0);
+        return c;
+      },
+      tol);
+  expect_fused(
+      ins,
+      [](const std::vector<Tensor>& g) {
+        Tensor p = kiln::avg_pool2d(g[2], {2, 2});
+        p.clamp_(-0.1, 0.2);
+        return p;
+      },
+      tol);
+  expect_fused(
+      ins,
+      [](const std::vector<Tensor>& g) {
+        Tensor a = kiln::argmax(g[0], 1, false);
+        a.fill_(5);
+        return a;
+      },
+      Tol{0, 0});
+}
+
+// An in-place write into a tensor the trace reads, fused into a row kernel (here next to
+// a softmax over the same rows): the store must reach memory, not the kernel's register
+// copy of the operand (found by kiln_fuzz's CUDA legs: `v0.add_(v0)` beside a var()).
+TEST_F(JitCuda, InPlaceStoreFusedIntoARowKernel) {
+  for (const int64_t cols : {5, 300, 5000}) {  // warp, block-cached and block-streamed rows
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    tr::reset();
+    const Dims shape{7, cols};
+    const Host w0 = random_host(shape, kF32), xh = random_host(shape, kF32);
+    Tensor w = make(w0, kF32, gpu()), we = make(w0, kF32, gpu()), wc = make(w0, kF32);
+    const Tensor xg = make(xh, kF32, gpu()), xc = make(xh, kF32);
+    Tensor sm, sme, smc;
+    auto step = [](Tensor& weight, const Tensor& x, double s) {
+      Tensor out = kiln::softmax(x * s, -1);
+      weight.add_(weight * 0.5 + out);
+      return out;
+    };
+    for (int i = 0; i < 6; ++i) {
+      const double s = 0.5 + 0.25 * i;
+      {
+        tr::Region region;
+        sm = step(w, xg, s);
+      }
+      eager([&] {
+        sme = step(we, xg, s);
+        smc = step(wc, xc, s);
+        return 0;
+      });
+    }
+    expect_cuda_traces(1);
+    const Tol tol{1e-5, 1e-6};
+    EXPECT_TRUE(all_close(w, read(we), tol)) << "w vs eager CUDA";
+    EXPECT_TRUE(all_close(w, read(wc), tol)) << "w vs eager CPU";
+    EXPECT_TRUE(all_close(sm, read(smc), tol)) << "softmax vs eager CPU";
+  }
 }
 
 // ---------------------------------------------------------------- library calls

@@ -255,8 +255,13 @@ Tensor run_value_step(const Step& s, Env& env) {
     }
     case OpId::IndexSelect:
       return kiln::index_select(arg(0), s.a, arg(1));
-    case OpId::ToDevice:
-      return arg(0).to(kiln::kCPU).to(env.device);
+    case OpId::ToDevice: {
+      // A host round trip copies on CUDA; on the CPU both moves return the tensor itself
+      // (PyTorch's semantics), so the CPU legs clone: an in-place write to the result, or
+      // a refill of its source, must not show through in one leg and not in the other.
+      Tensor t = arg(0).to(kiln::kCPU).to(env.device);
+      return env.device.is_cpu() ? t.clone() : t;
+    }
     case OpId::Empty: {
       Tensor t = kiln::empty(s.ints, opts);
       t.fill_(step_scalar(s, s.s0, env));

@@ -146,7 +146,7 @@ std::string value_expr(const Step& s) {
     case OpId::IndexSelect:
       return "kiln::index_select(" + a(0) + ", " + std::to_string(s.a) + ", " + a(1) + ")";
     case OpId::ToDevice:
-      return a(0) + ".cpu().to(device)";
+      return a(0) + ".cpu().to(device)  /* .clone() on the CPU: a copy everywhere */";
     case OpId::Empty:
       return "kiln::empty(" + dims_cpp(s.ints) + ", " + options_cpp(s) + "); v.fill_(" +
              scalar_cpp(s, s.s0) + ")";

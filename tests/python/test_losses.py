@@ -251,3 +251,23 @@ def test_binary_cross_entropy_clamps_log_like_torch(rng):
     kout = KF.binary_cross_entropy(k(p), k(y), reduction="none")
     tout = TF.binary_cross_entropy(t(p), t(y), reduction="none")
     assert_close(kout, tout)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_cross_entropy_every_target_ignored(rng, dtype, weighted, smoothing):
+    # the mean over no targets: nan in both, and a zero gradient (PyTorch never writes
+    # the ignored rows; 0 * inf would be nan). Found by the ASan run's random targets.
+    x = logits(rng, 6, 5).astype(NP[dtype])
+    tg = np.full(6, 2)
+    w = (np.abs(rng.standard_normal(5)) + 0.1).astype(NP[dtype])
+    kw = dict(ignore_index=2, label_smoothing=smoothing)
+    kx, tx = k(x).requires_grad_(), t(x).requires_grad_()
+    kout = KF.cross_entropy(kx, k(tg), *([k(w)] if weighted else []), **kw)
+    tout = TF.cross_entropy(tx, t(tg), *([t(w)] if weighted else []), **kw)
+    assert np.isnan(kout.item()) and np.isnan(tout.item())
+    kout.backward()
+    tout.backward()
+    assert_close(kx.grad, tx.grad, **TOL[dtype])
+    assert not np.isnan(kx.grad.numpy()).any()

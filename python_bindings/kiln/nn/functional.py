@@ -148,13 +148,24 @@ def _class_dim_last(input):
     return input.movedim(1, -1).reshape(-1, input.shape[1])
 
 
+def _divide_by_weight(total, weight_sum):
+    """total / weight_sum for a 'mean' over targets, as PyTorch: nan when every target is
+    ignored (weight_sum 0), and then a zero gradient, not 0 * inf (PyTorch's backward
+    never writes the ignored rows)."""
+    none = weight_sum == 0
+    inverse = _C.where(none, 0.0, 1.0 / _C.where(none, 1.0, weight_sum))
+    return total * inverse + _C.where(none, float("nan"), 0.0)
+
+
 def _reduce(loss, reduction, weight_sum=None):
     if reduction == "none":
         return loss
     if reduction == "sum":
         return loss.sum()
     if reduction == "mean":
-        return loss.sum() / weight_sum if weight_sum is not None else loss.mean()
+        if weight_sum is None:
+            return loss.mean()
+        return _divide_by_weight(loss.sum(), weight_sum)
     raise _C.KilnValueError(f"[loss] reduction must be 'none', 'mean' or 'sum', got '{reduction}'")
 
 
@@ -215,7 +226,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         smooth = _C.where(target != ignore_index, smooth, 0.0)
         if reduction == "mean":
             w = _target_weights(target, weight, ignore_index, num_classes, smooth.dtype)
-            smooth = smooth.sum() / w.sum()
+            smooth = _divide_by_weight(smooth.sum(), w.sum())
         else:
             smooth = _reduce(smooth, reduction)
         return (1.0 - label_smoothing) * nll + smooth * (label_smoothing / num_classes)
