@@ -80,10 +80,24 @@ void OpNode::release() {
   released_ = true;
 }
 
+void OpNode::forget_saved(const TensorImpl* impl) {
+  for (size_t i = 0; i < call_.inputs.size(); ++i) {
+    if (!call_.inputs[i].defined() || call_.inputs[i].impl() != impl) continue;
+    call_.inputs[i] = Tensor();
+    forgotten_mask_ |= bit(static_cast<int>(i));
+  }
+}
+
 const Tensor& OpNode::saved(size_t i) const {
   KILN_CHECK(!released_, Error, "[backward] trying to run ", call_.name(),
              "'s backward a second time, but its saved values were freed by the first "
              "backward pass; pass retain_graph=true to the first one");
+  KILN_CHECK(!(forgotten_mask_ & bit(static_cast<int>(i))), Error, "[backward] input ", i, " of ",
+             call_.name(),
+             ", needed for its gradient, was modified by an in-place operation (version ",
+             versions_[i],
+             " when saved, then written in place with a new history); use the "
+             "out-of-place form or clone() before writing");
   KILN_CHECK(i < call_.inputs.size() && call_.inputs[i].defined(), Error, "[backward] ",
              call_.name(), "'s backward reads input ", i, ", which was not saved (kiln bug)");
   const uint32_t now = call_.inputs[i].impl()->version();

@@ -8,7 +8,11 @@
 // output, which would be a cycle: rules recompute what they need from the inputs), each
 // with the version it had. Reading a saved input that was since written in place, or
 // after the graph was released by a backward pass without retain_graph, is an error
-// that names the op.
+// that names the op. A tensor written in place gets a new grad_fn whose history can lead
+// back to a node that saved the tensor (`z = y.exp(); y.add_(z)`): a reference cycle.
+// So the nodes that saved a tensor are listed in its AutogradMeta (weakly), and when an
+// in-place write gives it a new history they let go of it (its version changed, so
+// reading it there would be an error anyway; the error stays the same).
 #pragma once
 
 #include <cstdint>
@@ -79,12 +83,16 @@ class OpNode final : public Node {
   const OutputMeta& output() const { return out_; }
   // A saved input; throws if it was not saved, was released or modified in place.
   const Tensor& saved(size_t i) const;
+  // Lets go of the saved inputs that are `impl` (it is being written in place): later
+  // reads of them throw the modified-in-place error.
+  void forget_saved(const TensorImpl* impl);
 
  private:
   OpCall call_;
   OutputMeta out_;
   std::vector<uint32_t> versions_;
   uint32_t saved_mask_;
+  uint32_t forgotten_mask_ = 0;
   bool released_ = false;
 };
 
@@ -98,7 +106,8 @@ struct AutogradMeta {
   int output_slot = 0;
   bool is_view = false;  // made by a view op from a tensor with history
   Tensor grad;
-  std::weak_ptr<autograd::AccumulateGrad> accumulator;  // leaves: the sink edges point to
+  std::weak_ptr<autograd::AccumulateGrad> accumulator;    // leaves: the sink edges point to
+  std::vector<std::weak_ptr<autograd::OpNode>> saved_by;  // nodes that saved this tensor
 };
 
 }  // namespace kiln

@@ -21,15 +21,27 @@ uint32_t needs_grad_mask(const OpCall& call) {
   return mask;
 }
 
+// Lists node among the savers of t (see node.h: cycles through in-place writes); the
+// expired entries go when the list doubles, so a parameter saved by every step's node
+// keeps a short list.
+void note_saved_by(const Tensor& t, const std::shared_ptr<OpNode>& node) {
+  std::vector<std::weak_ptr<OpNode>>& savers = meta_of(t).saved_by;
+  if (savers.size() >= 8 && (savers.size() & (savers.size() - 1)) == 0)
+    std::erase_if(savers, [](const std::weak_ptr<OpNode>& w) { return w.expired(); });
+  savers.push_back(node);
+}
+
 std::shared_ptr<OpNode> make_node(const OpCall& call, const OutputMeta& meta,
                                   const BackwardRule& rule, uint32_t needs) {
-  auto node = std::make_shared<OpNode>(call, meta, rule.saved(call, needs));
+  const uint32_t saved = rule.saved(call, needs);
+  auto node = std::make_shared<OpNode>(call, meta, saved);
   node->next.resize(call.inputs.size());
   node->inputs.resize(call.inputs.size());
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     const Tensor& t = call.inputs[i];
     node->inputs[i] = ValueInfo{t.sizes(), t.dtype(), t.device()};
     if (needs & bit(static_cast<int>(i))) node->next[i] = edge_of(t);
+    if (saved & bit(static_cast<int>(i))) note_saved_by(t, node);
   }
   return node;
 }
@@ -78,6 +90,9 @@ InPlacePlan prepare_in_place(const OpCall& call, const OutputMeta& meta, const T
 void rebase(const Tensor& out, const InPlacePlan& plan) {
   if (!plan.changes_history) return;
   AutogradMeta& m = meta_of(out);
+  for (const std::weak_ptr<OpNode>& w : m.saved_by)
+    if (std::shared_ptr<OpNode> node = w.lock()) node->forget_saved(out.impl());
+  m.saved_by.clear();
   m.requires_grad = plan.node != nullptr;
   m.grad_fn = plan.node;
   m.output_slot = 0;

@@ -713,6 +713,43 @@ TEST_F(AutogradEngine, GradientsAccumulateOverBackwardCalls) {
   EXPECT_TRUE(all_close(x.grad(), map(xh, [](double) { return 1.0; }), tol_exact()));
 }
 
+// An in-place write that gives a tensor a history leading back to a node that saved it
+// made a reference cycle (tensor -> grad_fn -> ... -> node -> saved tensor) that was
+// never freed (found by LeakSanitizer in the Python suite). The saving node now lets go
+// of the tensor, and reading it in backward is the usual modified-in-place error.
+TEST_F(AutogradEngine, InPlaceWriteAfterASaveLeavesNoCycle) {
+  std::weak_ptr<kiln::TensorImpl> y_alive, x_alive;
+  {
+    Tensor x = make(random_host({4}, kF64), kF64);
+    x.set_requires_grad(true);
+    x_alive = x.impl_ptr();
+    Tensor y = x * 2.0;
+    y_alive = y.impl_ptr();
+    Tensor z = kiln::exp(y);  // saves y
+    y.add_(z);                // y's new history: add_ -> exp -> (saved y)
+    EXPECT_THROW(
+        {
+          try {
+            kiln::sum(y).backward();
+          } catch (const kiln::Error& e) {
+            EXPECT_NE(std::string(e.what()).find("modified by an in-place operation"),
+                      std::string::npos)
+                << e.what();
+            throw;
+          }
+        },
+        kiln::Error);
+    // The same write where nothing reads the saved value again works.
+    Tensor w = x * 3.0;
+    Tensor s = kiln::sin(w);  // saves w
+    w.mul_(2.0);
+    kiln::sum(w).backward();
+    EXPECT_TRUE(all_close(x.grad(), Host({4}, std::vector<double>(4, 6.0)), Tol{1e-12, 1e-12}));
+  }
+  EXPECT_TRUE(y_alive.expired()) << "a reference cycle keeps y alive";
+  EXPECT_TRUE(x_alive.expired()) << "a reference cycle keeps x alive";
+}
+
 TEST_F(AutogradEngine, LeavesNeverShareAGradientBuffer) {
   // d(a + b) hands the same gradient to both leaves; accumulating into one of them
   // later must not change the other.
