@@ -130,7 +130,10 @@ run_step() {
   local nerr
   nerr=$(grep -cE '^==[0-9]+==ERROR|runtime error:' "$logf")
   local status=clean
-  if ((rc != 0 || nerr != 0)); then
+  if [[ -n "${LEAKS_OF_OTHERS_OK:-}" ]] && third_party_leaks_only "$logf" "$rc"; then
+    status="clean*"  # the only reports are leaks without a kiln frame (see below)
+    nerr=0
+  elif ((rc != 0 || nerr != 0)); then
     status="FAIL(exit $rc)"
     FAILED=$((FAILED + 1))
   fi
@@ -140,6 +143,42 @@ run_step() {
   ROWS+=("$(printf '%-26s %-14s %5ss  sanitizer reports: %s' "$name" "$status" "$dt" "$nerr")")
   [[ -n "$first" ]] && ROWS+=("    first: $first")
   tail -n 3 "$logf" | sed 's/^/    | /' >&2
+}
+
+# The Python runs: CPython never frees everything at exit, and torch (1.13, imported by
+# the tests as the oracle), PIL and numpy leave module-init allocations that LSan reports
+# from the main pytest process. Such a run counts as clean ("clean*") when pytest passed,
+# every sanitizer report is a leak report, and no leaked block, direct or indirect, was
+# allocated with a kiln frame on its stack (kiln's tensors, storages, autograd nodes,
+# traces, its Python module); the others are listed by library. The subprocess tests run
+# with the same LSan settings and must exit 0, so their leaks fail the test that ran them.
+third_party_leaks_only() {
+  local logf="$1" rc="$2"
+  ((rc == 0 || rc == 68)) || return 1
+  local verdict  # pytest's last line: "N passed, M skipped in Ts"
+  verdict="$(grep -E '(passed|failed|error).* in [0-9.]+s' "$logf" | tail -n 1)"
+  [[ "$verdict" == *passed* && "$verdict" != *failed* && "$verdict" != *error* ]] || return 1
+  python3 - "$logf" <<'PYEOF'
+import collections, re, sys
+text = open(sys.argv[1], errors="replace").read()
+if re.search(r"ERROR: AddressSanitizer|runtime error:", text):
+    sys.exit(1)
+kiln = re.compile(r"kiln::|libkiln\.so|/_kiln\.|python_bindings/src/")
+others = collections.Counter()
+bad = 0
+for block in re.split(r"\n(?=(?:Direct|Indirect) leak of )", text)[1:]:
+    block = block.split("\n\n")[0]
+    if kiln.search(block):
+        bad += 1
+        print("kiln leak:", block.splitlines()[0], file=sys.stderr)
+        continue
+    libs = re.findall(r"\((/[^)+]+)\+0x", block) or ["?"]
+    named = [l.rsplit("/", 1)[-1] for l in libs if "python3" not in l and "libasan" not in l]
+    others[named[0] if named else "python3.11 (CPython itself)"] += 1
+for lib, n in others.most_common():
+    print(f"    leaks without a kiln frame: {n:3d} from {lib}", file=sys.stderr)
+sys.exit(1 if bad else 0)
+PYEOF
 }
 
 cpp_steps() {
@@ -170,6 +209,7 @@ python_steps() {
   local py_env=(env LD_PRELOAD="$ASAN_RT $CXX_RT" PYTHONMALLOC=malloc
     LSAN_OPTIONS="${LSAN_OPTIONS/$SUPP\/lsan.supp/$LOG_DIR/lsan_python_all.supp}"
     PYTHONPATH="$ROOT/$BUILD_DIR/python" PYTHONDONTWRITEBYTECODE=1)
+  local LEAKS_OF_OTHERS_OK=1
   # shellcheck disable=SC2086  # KILN_SANITIZE_PYTEST_ARGS: extra pytest arguments
   run_step "pytest" pytest.log "${py_env[@]}" /usr/bin/python3 -m pytest -q \
     -p no:cacheprovider ${KILN_SANITIZE_PYTEST_ARGS:-} tests/python
