@@ -7,14 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
-#include <list>
-#include <map>
 #include <mutex>
 #include <stdexcept>
 
 #include "jit/debug_dump.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
+#include "jit/pinned_lru.h"
 #include "runtime/cuda_context.h"
 
 namespace kiln::jit::cuda_backend {
@@ -87,32 +86,11 @@ struct NvrtcCompiler::Impl {
       if (cudaLibraryUnload(lib) != cudaSuccess) cudaGetLastError();
     }
   };
-  struct Entry {
-    std::shared_ptr<Library> library;
-    std::list<std::string>::iterator order;  // its place in lru
-  };
   std::mutex mutex;
   KernelCache cache{"cuda"};
-  std::map<std::string, Entry> loaded;  // key -> library
-  std::list<std::string> lru;           // keys, most recently used first
-  size_t max_entries = 1024;
+  PinnedLru<Library> loaded;  // key -> library
   NvrtcStats stats;
   std::string version;
-
-  // Adds a library as the most recent entry, then evicts the least recently used entries
-  // no trace holds until the table fits its limit again.
-  void insert(const std::string& key, std::shared_ptr<Library> library) {
-    lru.push_front(key);
-    loaded[key] = Entry{std::move(library), lru.begin()};
-    auto it = lru.end();
-    while (loaded.size() > max_entries && --it != lru.begin()) {  // the new entry stays
-      auto e = loaded.find(*it);
-      if (e->second.library.use_count() > 1) continue;  // a compiled trace holds it
-      loaded.erase(e);                                  // unloads it
-      it = lru.erase(it);
-      ++stats.evicted;
-    }
-  }
 };
 
 NvrtcCompiler::NvrtcCompiler() : impl_(new Impl()) {
@@ -121,11 +99,6 @@ NvrtcCompiler::NvrtcCompiler() : impl_(new Impl()) {
     impl_->version = "nvrtc " + std::to_string(major) + "." + std::to_string(minor);
   else
     impl_->version = "nvrtc ?";
-  if (const char* v = std::getenv("KILN_KERNEL_CACHE_ENTRIES"); v && *v) {
-    char* end = nullptr;
-    const long long n = std::strtoll(v, &end, 10);
-    if (*end == '\0' && n > 0) impl_->max_entries = static_cast<size_t>(n);
-  }
 }
 
 NvrtcCompiler& NvrtcCompiler::instance() {
@@ -143,10 +116,8 @@ CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::
   std::lock_guard<std::mutex> lock(impl_->mutex);
   cudaLibrary_t lib = nullptr;
   std::shared_ptr<Impl::Library> library;
-  if (auto it = impl_->loaded.find(key); it != impl_->loaded.end()) {
-    library = it->second.library;
+  if ((library = impl_->loaded.find(key))) {
     lib = library->lib;
-    impl_->lru.splice(impl_->lru.begin(), impl_->lru, it->second.order);
     out.source = CudaModule::Source::Memory;
     ++impl_->stats.memory_hits;
   } else {
@@ -179,7 +150,7 @@ CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::
     }
     library = std::make_shared<Impl::Library>();
     library->lib = lib;
-    impl_->insert(key, library);
+    impl_->stats.evicted += impl_->loaded.insert(key, library);
   }
   for (const std::string& name : names) {
     cudaKernel_t k = nullptr;
@@ -200,7 +171,7 @@ NvrtcStats NvrtcCompiler::stats() const {
 
 void NvrtcCompiler::set_max_entries(size_t entries) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->max_entries = std::max<size_t>(entries, 1);
+  impl_->loaded.set_max_entries(entries);
 }
 
 std::string NvrtcCompiler::cache_dir() const { return impl_->cache.dir(); }

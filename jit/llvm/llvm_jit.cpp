@@ -3,10 +3,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <list>
 #include <mutex>
 #include <stdexcept>
-#include <unordered_map>
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Config/llvm-config.h>
@@ -27,6 +25,7 @@
 #include "jit/debug_dump.h"
 #include "jit/kernel_cache.h"
 #include "jit/llvm/codegen.h"
+#include "jit/pinned_lru.h"
 
 namespace kiln::jit::llvm_backend {
 namespace {
@@ -71,13 +70,7 @@ struct LlvmJit::Impl {
         if (llvm::Error err = tracker->remove()) llvm::consumeError(std::move(err));
     }
   };
-  struct Entry {
-    std::shared_ptr<Linked> linked;
-    std::list<std::string>::iterator order;  // its place in lru
-  };
-  std::unordered_map<std::string, Entry> loaded;
-  std::list<std::string> lru;  // keys, most recently used first
-  size_t max_entries = 1024;
+  PinnedLru<Linked> loaded;  // key -> linked kernel
   LlvmJitStats stats;
 
   Impl() {
@@ -99,33 +92,10 @@ struct LlvmJit::Impl {
                   jit->getDataLayout().getGlobalPrefix()),
               "opening the process's symbols"));
     host = cpu + " " + features + " llvm-" LLVM_VERSION_STRING + (libmvec ? " libmvec" : "");
-    if (const char* v = std::getenv("KILN_KERNEL_CACHE_ENTRIES"); v && *v) {
-      char* end = nullptr;
-      const long long n = std::strtoll(v, &end, 10);
-      if (*end == '\0' && n > 0) max_entries = static_cast<size_t>(n);
-    }
   }
 
-  Entry* find(const std::string& key) {
-    auto it = loaded.find(key);
-    if (it == loaded.end()) return nullptr;
-    lru.splice(lru.begin(), lru, it->second.order);  // now the most recent
-    return &it->second;
-  }
-
-  // Adds a linked kernel as the most recent entry, then evicts the least recently used
-  // entries no trace holds until the table fits its limit again.
   void insert(const std::string& key, std::shared_ptr<Linked> linked) {
-    lru.push_front(key);
-    loaded[key] = Entry{std::move(linked), lru.begin()};
-    auto it = lru.end();
-    while (loaded.size() > max_entries && --it != lru.begin()) {  // the new entry stays
-      auto e = loaded.find(*it);
-      if (e->second.linked.use_count() > 1) continue;  // a compiled trace holds it
-      loaded.erase(e);                                 // unlinks the code
-      it = lru.erase(it);
-      ++stats.evicted;
-    }
+    stats.evicted += loaded.insert(key, std::move(linked));
   }
 
   llvm::TargetLibraryInfoImpl library_info() const {
@@ -195,15 +165,15 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
             hex64(fnv1a(impl_->host));
   const std::string symbol = "kiln_kernel_" + out.key.substr(0, 32);
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  auto from_memory = [&](const Impl::Entry& e) {
-    out.fn = e.linked->fn;
-    out.pin = e.linked;
+  auto from_memory = [&](const std::shared_ptr<Impl::Linked>& linked) {
+    out.fn = linked->fn;
+    out.pin = linked;
     out.source = KernelBinary::Source::Memory;
     out.ms = ms_since(t0);
   };
-  if (const Impl::Entry* e = impl_->find(out.key); e && !keep_ir) {
+  if (std::shared_ptr<Impl::Linked> e = impl_->loaded.find(out.key); e && !keep_ir) {
     ++impl_->stats.memory_hits;
-    from_memory(*e);
+    from_memory(e);
     return out;
   } else if (!e && !keep_ir) {
     if (std::optional<std::string> object = impl_->cache.load(out.key)) {
@@ -235,8 +205,8 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
     llvm::raw_string_ostream os(out.llvm_ir);
     module->print(os, nullptr);
   }
-  if (const Impl::Entry* e = impl_->find(out.key)) {
-    from_memory(*e);  // already linked: this compile only produced the IR text
+  if (std::shared_ptr<Impl::Linked> e = impl_->loaded.find(out.key)) {
+    from_memory(e);  // already linked: this compile only produced the IR text
     return out;
   }
   const std::string object = impl_->emit_object(*module);
@@ -260,12 +230,12 @@ LlvmJitStats LlvmJit::stats() const {
 
 void LlvmJit::set_max_entries(size_t entries) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  impl_->max_entries = std::max<size_t>(entries, 1);
+  impl_->loaded.set_max_entries(entries);
 }
 
 size_t LlvmJit::max_entries() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
-  return impl_->max_entries;
+  return impl_->loaded.max_entries();
 }
 
 std::string LlvmJit::host() const { return impl_->host; }

@@ -38,3 +38,19 @@ def seed():
 @pytest.fixture
 def rng(seed):
     return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def fresh_tracer():
+    """A fresh tracer for each test (warmup 2, no verification, tracing on), and the
+    settings it found restored after. Files use it with
+    `pytestmark = pytest.mark.usefixtures("fresh_tracer")`."""
+    import kiln
+
+    kiln.reset()
+    previous = kiln.set_config(warmup=2, verify=False)
+    kiln.set_tracing(True)
+    yield
+    kiln.reset()
+    kiln.set_config(**previous)
+    kiln.set_tracing(True)

@@ -15,15 +15,7 @@ import pytest
 import kiln
 
 
-@pytest.fixture(autouse=True)
-def fresh_tracer():
-    kiln.reset()
-    previous = kiln.set_config(warmup=2, verify=False)
-    kiln.set_tracing(True)
-    yield
-    kiln.reset()
-    kiln.set_config(**previous)
-    kiln.set_tracing(True)
+pytestmark = pytest.mark.usefixtures("fresh_tracer")
 
 
 def t(a):
