@@ -58,6 +58,10 @@ cmake_args=(-S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release)
 if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   cmake_args+=(-G Ninja)
 fi
+# ccache, when installed, makes rebuilds and fresh worktrees cheap (not required).
+if command -v ccache >/dev/null 2>&1; then
+  for lang in C CXX CUDA; do cmake_args+=("-DCMAKE_${lang}_COMPILER_LAUNCHER=ccache"); done
+fi
 # shellcheck disable=SC2206  # word splitting of the extra flags is intended
 cmake_args+=(${KILN_CMAKE_ARGS:-})
 log "configuring $BUILD_DIR"
