@@ -2,8 +2,8 @@
 // with any one of them off (or all), the LLVM-fused results still equal eager results
 // for pointwise chains, row reductions, softmax/layer_norm, common subexpressions, dead
 // values, in-place updates, views and matmul + bias; `fuse` off gives one kernel per op;
-// `cse` and `dce` off leave the work they would remove in the plan; bad names are refused
-// with the names that may be used.
+// `cse` and `dce` off leave the work they would remove in the plan, `simplify` off the
+// kernel IR as built; bad names are refused with the names that may be used.
 #include <unistd.h>
 
 #include <filesystem>
@@ -194,41 +194,62 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-// The "removed: ..." line of the plan KILN_DEBUG_DIR writes for f's one trace.
-std::string removed_line(const std::function<Tensor()>& f, const std::string& dir) {
+// The fusion.txt KILN_DEBUG_DIR writes for f's one trace: the plan and the kernels' IR.
+std::string fusion_text(const std::function<Tensor()>& f) {
+  const std::string dir =
+      std::filesystem::temp_directory_path().string() + "/kiln-passes-" + std::to_string(getpid());
   std::filesystem::remove_all(dir);
   setenv("KILN_DEBUG_DIR", dir.c_str(), 1);
   tr::reset();
   traced(f);
   unsetenv("KILN_DEBUG_DIR");
-  std::string line = "(none)";
-  for (const auto& e : std::filesystem::directory_iterator(dir)) {
-    const std::string fusion = slurp(e.path().string() + "/fusion.txt");
-    const size_t at = fusion.find("removed: ");
-    if (at != std::string::npos) line = fusion.substr(at, fusion.find('\n', at) - at);
-  }
+  std::string text;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    text += slurp(e.path().string() + "/fusion.txt");
   std::filesystem::remove_all(dir);
-  return line;
+  return text;
+}
+
+// Its "removed: ..." line.
+std::string removed_line(const std::function<Tensor()>& f) {
+  const std::string text = fusion_text(f);
+  const size_t at = text.find("removed: ");
+  return at == std::string::npos ? "(none)" : text.substr(at, text.find('\n', at) - at);
 }
 
 }  // namespace
 
 TEST_F(JitPasses, CseAndDceOffKeepWhatTheyWouldRemove) {
-  const std::string dir =
-      std::filesystem::temp_directory_path().string() + "/kiln-passes-" + std::to_string(getpid());
   Tensor x = random_tensor({16, 20}), y = random_tensor({16, 20});
   auto f = [&] {
     Tensor a = kiln::exp(x), a2 = kiln::exp(x);  // one is merged by cse
     Tensor unused = kiln::sin(y);                // dropped by dce
     return a * a2 + y;
   };
-  EXPECT_EQ(removed_line(f, dir), "removed: 1 dead, 1 common subexpressions");
+  EXPECT_EQ(removed_line(f), "removed: 1 dead, 1 common subexpressions");
   tr::config().jit_disable = {"cse"};
-  EXPECT_EQ(removed_line(f, dir), "removed: 1 dead, 0 common subexpressions");
+  EXPECT_EQ(removed_line(f), "removed: 1 dead, 0 common subexpressions");
   tr::config().jit_disable = {"dce"};
-  EXPECT_EQ(removed_line(f, dir), "removed: 0 dead, 1 common subexpressions");
+  EXPECT_EQ(removed_line(f), "removed: 0 dead, 1 common subexpressions");
   tr::config().jit_disable = {"cse", "dce"};
-  EXPECT_EQ(removed_line(f, dir), "(none)");
+  EXPECT_EQ(removed_line(f), "(none)");
+}
+
+TEST_F(JitPasses, SimplifyOffKeepsTheKernelIrAsBuilt) {
+  // With dce off, a dead value stays in its kernel group; simplify drops its node from the
+  // kernel IR, and with simplify off too the node stays.
+  Tensor x = random_tensor({16, 20}), y = random_tensor({16, 20});
+  auto f = [&] {
+    Tensor unused = kiln::sin(y);
+    return kiln::exp(x) * y;
+  };
+  auto kernels = [](const std::string& text) { return text.substr(text.find("== kernels")); };
+  tr::config().jit_disable = {"dce"};
+  const std::string simplified = kernels(fusion_text(f));
+  tr::config().jit_disable = {"dce", "simplify"};
+  const std::string as_built = kernels(fusion_text(f));
+  EXPECT_EQ(simplified.find("sin"), std::string::npos) << simplified;
+  EXPECT_NE(as_built.find("sin"), std::string::npos) << as_built;
 }
 
 TEST(JitPassNames, BadNamesAreRefusedAndIgnored) {
