@@ -1,22 +1,14 @@
-// FusionPlan: what a compiled trace runs, in order. Built from a TraceProgram by
-//   1. dead-code elimination (values nobody holds or reads, not in place),
-//   2. common-subexpression elimination (same op, attributes and inputs, no scalars),
-//   3. fusion grouping, in trace order, one open group at a time:
-//        pointwise ops (unary, clamp, binary, where, cast, full) of one output shape
-//        join a group; a row reduction over the trailing dims (sum, mean, max, min, var),
-//        softmax/log_softmax over the last dim and layer_norm turn it into a row group
-//        whose pointwise producers and consumers stay inside;
-//        views, matmul/linear/conv and every other op are steps of their own (library
-//        calls: BLAS, the eager kernels) and close the open group;
-//   4. materialization: a value exists as a tensor if it leaves its group (read by a later
-//      step, held by the user, written in place); it escapes (a fresh allocation per run)
-//      if the user holds it or a view of it, else it lives in the plan's arena.
+// FusionPlan: what a compiled trace runs, in order: view steps, library steps (BLAS, the
+// eager kernels) and fused kernel groups, with what is stored and what escapes to the
+// user. The passes of jit/pipeline.h fill it in (CSE, DCE, grouping, materialization,
+// the target's epilogue fold); jit/lower.h and the backends read it.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
+#include "jit/pass_set.h"
 #include "tracer/backend.h"
 
 namespace kiln::jit {
@@ -34,10 +26,16 @@ struct Step {
   FusionGroup group;
 };
 
+struct FusionPlan;
+
 struct FusionOptions {
   // Which ops the backend can generate code for; others become library steps.
   std::function<bool(const tracer::TraceProgram& program, int op)> can_fuse;
   int64_t max_single_row = 1 << 16;  // a reduction to one row of more cols stays a library call
+  // The target's epilogue pass (CUDA: act(a @ b + bias) into one GEMM step), run on the
+  // materialized plan; empty when the target has none.
+  std::function<void(const tracer::TraceProgram& program, FusionPlan& plan)> fold_epilogues;
+  PassSet disabled;  // passes switched off (KILN_JIT_DISABLE, or failed for this trace)
 };
 
 struct FusionPlan {
@@ -60,7 +58,5 @@ const Dims& input_sizes(const tracer::TraceProgram& program, const tracer::Input
 DType input_dtype(const tracer::TraceProgram& program, const tracer::InputRef& ref);
 // Index of op i's first scalar in the run-time scalar list.
 std::vector<int> scalar_bases(const tracer::TraceProgram& program);
-
-FusionPlan plan_fusion(const tracer::TraceProgram& program, const FusionOptions& options);
 
 }  // namespace kiln::jit

@@ -100,7 +100,7 @@ class Lowerer {
     }
   }
 
-  LoweredKernel run() {
+  LoweredKernel run(bool simplify_ir) {
     out_.kernel.kind = g_.reduced_dims ? Kernel::Kind::Row : Kernel::Kind::Pointwise;
     for (int i : g_.ops) lower_op(i);
     for (int i : g_.ops) {
@@ -116,7 +116,7 @@ class Lowerer {
       const int32_t v = cast(values_.at(i), out_.kernel.operands[operand].dtype);
       out_.kernel.stores.push_back(KStore{v, operand});
     }
-    simplify(out_.kernel);
+    if (simplify_ir) simplify(out_.kernel);
     collapse();
     assign_levels();
     return std::move(out_);
@@ -509,8 +509,8 @@ class Lowerer {
 }  // namespace
 
 LoweredKernel lower_group(const TraceProgram& program, const FusionPlan& plan,
-                          const FusionGroup& group) {
-  return Lowerer(program, plan, group).run();
+                          const FusionGroup& group, bool simplify_ir) {
+  return Lowerer(program, plan, group).run(simplify_ir);
 }
 
 bool can_lower(const TraceProgram& program, int i, DeviceType target) {

@@ -34,8 +34,9 @@ struct Unsupported : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// simplify_ir false: the KernelIR as built (KILN_JIT_DISABLE=simplify).
 LoweredKernel lower_group(const tracer::TraceProgram& program, const FusionPlan& plan,
-                          const FusionGroup& group);
+                          const FusionGroup& group, bool simplify_ir = true);
 
 // Whether an op on the target device type has a lowering for its dtypes
 // (FusionOptions::can_fuse for the CPU and CUDA JITs).

@@ -17,6 +17,18 @@ int env_int(const char* name, int fallback) {
   return (*end == '\0' && n >= 0) ? static_cast<int>(n) : fallback;
 }
 
+std::vector<std::string> split_list(const std::string& spec) {
+  std::vector<std::string> items;
+  std::stringstream ss(spec);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t first = item.find_first_not_of(" \t");
+    if (first != std::string::npos)
+      items.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
+  }
+  return items;
+}
+
 TracerConfig load() {
   TracerConfig c;
   const char* trace = std::getenv("KILN_TRACE");
@@ -28,6 +40,7 @@ TracerConfig load() {
   c.trace_cache_ops = std::max(64, env_int("KILN_TRACE_CACHE_OPS", 65536));
   c.verify = env_int("KILN_VERIFY", 0) != 0;
   c.jit = env_int("KILN_JIT", 1) != 0;
+  if (const char* passes = std::getenv("KILN_JIT_DISABLE")) c.jit_disable = split_list(passes);
   if (const char* logs = std::getenv("KILN_LOGS")) {
     try {
       c.log_mask = parse_log_categories(logs);

@@ -9,6 +9,8 @@
 //   KILN_TRACE_CACHE_OPS=N  recorded ops (trie nodes, compiled or not) kept per thread,
 //                           least recently used traces dropped beyond it (default 65536)
 //   KILN_JIT=0              compiled traces run through the interpreter (no fused kernels)
+//   KILN_JIT_DISABLE=a,b    JIT passes switched off for bisecting: cse, dce, fuse, epilogue,
+//                           simplify (checked by jit/pipeline.h when a trace compiles)
 //   KILN_VERIFY=1           run each replay eagerly too and raise on a mismatch
 //   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf (or all)
 //   KILN_LOGFILE=path       where log lines go (default stderr)
@@ -17,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace kiln::tracer {
 
@@ -37,6 +40,7 @@ struct TracerConfig {
   int64_t trace_cache_ops = 65536;  // recorded ops kept per thread (LRU)
   bool verify = false;
   bool jit = true;
+  std::vector<std::string> jit_disable;  // pass names, KILN_JIT_DISABLE's comma list
   unsigned log_mask = 0;
   std::FILE* log_file = stderr;
 };

@@ -1,5 +1,6 @@
-// The CUDA trace backend: TraceProgram -> FusionPlan -> CUDA C for every fusion group,
-// compiled by NVRTC as one program -> FusedCudaTrace, replayed as one CUDA Graph
+// The CUDA trace backend: for the compile driver (jit/compile_driver.h), the epilogue
+// pass (matmul + bias + activation as one cuBLASLt GEMM) and CUDA C for every fusion
+// group, compiled by NVRTC as one program -> FusedCudaTrace, replayed as one CUDA Graph
 // (jit/cuda/cuda_graph_plan.h). Library calls (cuBLAS, eager kernels) run inside the
 // graph too; a value a library call computes for the user is written to a plan-owned
 // buffer and copied out by a memcpy node, so the call's pointers stay put across
@@ -9,19 +10,16 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <set>
 
+#include "jit/compile_driver.h"
 #include "jit/cuda/cuda_codegen.h"
 #include "jit/cuda/cuda_graph_plan.h"
 #include "jit/cuda/matmul_epilogue.h"
 #include "jit/cuda/nvrtc_compiler.h"
-#include "jit/debug_dump.h"
 #include "jit/fused_trace.h"
-#include "jit/lower.h"
 #include "ops/dispatch.h"
 #include "runtime/cuda_context.h"
 #include "tracer/config.h"
@@ -251,101 +249,98 @@ class FusedCudaTrace final : public FusedTrace {
   mutable std::map<int, Tensor> staging_;
 };
 
-class NvrtcCudaBackend final : public tracer::TraceBackend {
+// One attempt's CUDA code: the epilogue pass's GEMMs, then the CUDA C of every kernel
+// group, compiled by NVRTC as one program in finish().
+class CudaKernelBuild final : public KernelBuild {
  public:
-  std::unique_ptr<tracer::Executable> compile(const TraceProgram& program) override {
-    if (program.ops.empty()) return nullptr;
+  CudaKernelBuild(Device device, int sms) : device_(device), sms_(sms) {}
+
+  void fold_epilogues(const TraceProgram& program, FusionPlan& plan) override {
+    try {
+      folds_ = fold_matmul_epilogues(program, plan);
+      for (const auto& [s, f] : folds_)
+        gemms_[s] = std::make_unique<LtMatmul>(device_.index, program.ops[f.matmul].meta.dtype, f.m,
+                                               f.n, f.k, f.epilogue);
+    } catch (const std::exception& e) {
+      throw PassFailed(Pass::Epilogue, std::string("matmul epilogues left unfused: ") + e.what());
+    }
+  }
+
+  void add(size_t s, const FusionGroup&, LoweredKernel lowered) override {
+    auto k = std::make_unique<CudaKernel>();
+    k->lowered = std::move(lowered);
+    k->layout = args_layout(k->lowered.kernel);
+    const std::string name = "kiln_k" + std::to_string(s);
+    source_ += "\n" + emit_cuda_kernel(k->lowered.kernel, name);
+    names_.push_back(name);
+    kernel_steps_.push_back(s);
+    choose_launch(*k, sms_);
+    if (kernels_.size() <= s) kernels_.resize(s + 1);
+    kernels_[s] = std::move(k);
+  }
+
+  void finish() override {
+    if (names_.empty()) return;
+    const CudaModule module = NvrtcCompiler::instance().get(source_, names_, device_.index);
+    for (size_t q = 0; q < names_.size(); ++q) {
+      kernels_[kernel_steps_[q]]->fn = module.kernels[q];
+      kernels_[kernel_steps_[q]]->pin = module.pin;
+    }
+    static const char* const sources[] = {"memory", "disk cache", "compiled"};
+    timing_ = "nvrtc program of " + std::to_string(names_.size()) + " kernel(s) for " +
+              module.arch + ": " + std::to_string(module.ms) + " ms (" +
+              sources[static_cast<int>(module.source)] + ")\n";
+  }
+
+  void dump(const DebugDump& dump) const override { dump.write("kernels.cu", source_); }
+
+  std::string compile_report() const override {
+    return NvrtcCompiler::instance().version() +
+           "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" + timing_;
+  }
+
+  std::unique_ptr<tracer::Executable> instantiate(const TraceProgram& program, FusionPlan plan,
+                                                  MemoryPlan memory) override {
+    kernels_.resize(plan.steps.size());
+    return std::make_unique<FusedCudaTrace>(program, std::move(plan), std::move(memory),
+                                            std::move(kernels_), std::move(folds_),
+                                            std::move(gemms_), device_);
+  }
+
+ private:
+  Device device_;
+  int sms_;
+  std::map<int, FoldedMatmul> folds_;  // by step, from the epilogue pass
+  std::map<int, std::unique_ptr<LtMatmul>> gemms_;
+  std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
+  std::string source_ = cuda_prelude();
+  std::vector<std::string> names_;
+  std::vector<size_t> kernel_steps_;
+  std::string timing_;
+};
+
+class NvrtcCudaBackend final : public JitBackend {
+ public:
+  NvrtcCudaBackend() : JitBackend(DeviceType::CUDA) {}
+
+ protected:
+  bool accepts(const TraceProgram& program) const override {
+    if (program.ops.empty()) return false;
     const Device device = program.ops[0].meta.device;
-    if (!device.is_cuda()) return nullptr;
+    if (!device.is_cuda()) return false;
     for (const TraceOp& op : program.ops)
-      if (op.meta.device != device) return nullptr;
-    const auto t0 = std::chrono::steady_clock::now();
+      if (op.meta.device != device) return false;
+    return true;
+  }
+
+  std::unique_ptr<KernelBuild> start(const TraceProgram& program, const DebugDump&) override {
+    const Device device = program.ops[0].meta.device;
     int sms = 1;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index) != cudaSuccess) {
       cudaGetLastError();
       sms = 1;
     }
-    DebugDump dump;
-    std::set<int> banned;
-    std::vector<std::string> fallbacks;
-    bool fold_gemms = true;
-    for (;;) {
-      FusionPlan plan = plan_fusion(program, fusable_except(DeviceType::CUDA, banned));
-      std::map<int, FoldedMatmul> folds;
-      std::map<int, std::unique_ptr<LtMatmul>> gemms;
-      if (fold_gemms) {
-        try {
-          folds = fold_matmul_epilogues(program, plan);
-          for (const auto& [s, f] : folds)
-            gemms[s] = std::make_unique<LtMatmul>(device.index, program.ops[f.matmul].meta.dtype,
-                                                  f.m, f.n, f.k, f.epilogue);
-        } catch (const std::exception& e) {
-          fold_gemms = false;
-          fallbacks.push_back(std::string("matmul epilogues left unfused: ") + e.what());
-          continue;
-        }
-      }
-      std::vector<std::unique_ptr<CudaKernel>> kernels(plan.steps.size());
-      std::string source = cuda_prelude(), kernel_text;
-      std::vector<std::string> names;
-      std::vector<size_t> kernel_steps;
-      bool retry = false;
-      for (size_t s = 0; s < plan.steps.size() && !retry; ++s) {
-        const Step& step = plan.steps[s];
-        if (step.kind != Step::Kind::Kernel) continue;
-        auto k = std::make_unique<CudaKernel>();
-        try {
-          k->lowered = lower_group(program, plan, step.group);
-          k->layout = args_layout(k->lowered.kernel);
-          const std::string name = "kiln_k" + std::to_string(s);
-          source += "\n" + emit_cuda_kernel(k->lowered.kernel, name);
-          names.push_back(name);
-          kernel_steps.push_back(s);
-          kernel_text += "step " + std::to_string(s) + " shape " + dims_str(k->lowered.shape) +
-                         ":\n" + k->lowered.kernel.text();
-        } catch (const std::exception& e) {
-          for (int i : step.group.ops) banned.insert(i);
-          fallbacks.push_back(eager_fallback_note(s, e));
-          retry = true;
-        }
-        choose_launch(*k, sms);
-        kernels[s] = std::move(k);
-      }
-      if (retry) continue;
-      std::string timing;
-      if (!names.empty()) {
-        try {
-          const CudaModule module = NvrtcCompiler::instance().get(source, names, device.index);
-          for (size_t q = 0; q < names.size(); ++q) {
-            kernels[kernel_steps[q]]->fn = module.kernels[q];
-            kernels[kernel_steps[q]]->pin = module.pin;
-          }
-          static const char* const sources[] = {"memory", "disk cache", "compiled"};
-          timing = "nvrtc program of " + std::to_string(names.size()) + " kernel(s) for " +
-                   module.arch + ": " + std::to_string(module.ms) + " ms (" +
-                   sources[static_cast<int>(module.source)] + ")\n";
-        } catch (const std::exception& e) {
-          // The whole program failed: every fused group runs eagerly.
-          for (size_t s : kernel_steps)
-            for (int i : plan.steps[s].group.ops) banned.insert(i);
-          fallbacks.push_back(std::string("fused kernels fell back to eager kernels: ") + e.what());
-          tracer::log_line(tracer::kLogTrace, fallbacks.back());
-          continue;
-        }
-      }
-      plan.notes.insert(plan.notes.end(), fallbacks.begin(), fallbacks.end());
-      MemoryPlan memory = plan_memory(program, plan);
-      if (dump.active()) {
-        dump.write_plan(program, plan, memory, kernel_text);
-        dump.write("kernels.cu", source);
-        dump.write("compile.txt", NvrtcCompiler::instance().version() +
-                                      "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" +
-                                      timing + "total: " + std::to_string(ms_since(t0)) + " ms\n");
-      }
-      return std::make_unique<FusedCudaTrace>(program, std::move(plan), std::move(memory),
-                                              std::move(kernels), std::move(folds),
-                                              std::move(gemms), device);
-    }
+    return std::make_unique<CudaKernelBuild>(device, sms);
   }
 };
 

@@ -1,16 +1,11 @@
-// The CPU trace backend: TraceProgram -> FusionPlan -> one LLVM kernel per fusion group
-// (library calls for the rest) -> FusedCpuTrace, the Executable the recorder replays.
-// A group that cannot be lowered or compiled is split back into eager steps and noted;
-// a program with no CPU ops is declined (another backend, or the interpreter, takes it).
-#include <chrono>
-#include <set>
-
-#include "jit/debug_dump.h"
+// The CPU trace backend: for the compile driver (jit/compile_driver.h), one LLVM kernel
+// per fusion group, compiled as the driver hands it over (library calls for the rest);
+// its Executable is FusedCpuTrace, run step by step, each kernel parallel over the cores.
+// A program not entirely on the CPU is declined (another backend, or the interpreter,
+// takes it).
+#include "jit/compile_driver.h"
 #include "jit/fused_trace.h"
-#include "jit/fusion.h"
 #include "jit/llvm/llvm_jit.h"
-#include "jit/lower.h"
-#include "jit/memory_plan.h"
 #include "ops/dispatch.h"
 #include "runtime/parallel.h"
 #include "tracer/config.h"
@@ -89,62 +84,60 @@ class FusedCpuTrace final : public FusedTrace {
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;  // per step (null: not a kernel)
 };
 
-class LlvmCpuBackend final : public tracer::TraceBackend {
+// One attempt's LLVM kernels: each compiled (or found in the kernel cache) as it is added.
+class LlvmKernelBuild final : public KernelBuild {
  public:
-  std::unique_ptr<tracer::Executable> compile(const TraceProgram& program) override {
+  explicit LlvmKernelBuild(const DebugDump& dump) : dump_(dump) {}
+
+  void add(size_t s, const FusionGroup& group, LoweredKernel lowered) override {
+    auto k = std::make_unique<CompiledKernel>();
+    k->lowered = std::move(lowered);
+    const KernelBinary bin = LlvmJit::instance().get(k->lowered.kernel, dump_.active());
+    k->fn = bin.fn;
+    k->pin = bin.pin;
+    static const char* const sources[] = {"memory", "disk cache", "compiled"};
+    timings_ += "kernel " + std::to_string(s) + ": " + std::to_string(bin.ms) + " ms (" +
+                sources[static_cast<int>(bin.source)] + "), vector width " +
+                std::to_string(bin.vector_width) + " bits\n";
+    if (dump_.active()) dump_.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
+    for (const OperandBinding& o : k->lowered.operands)
+      k->strides.insert(k->strides.end(), o.strides.begin(), o.strides.end());
+    const int64_t per_unit = group.reduced_dims ? std::max<int64_t>(k->lowered.cols, 1) : 1;
+    k->grain = std::max<int64_t>(1, (1 << 15) / per_unit);
+    if (kernels_.size() <= s) kernels_.resize(s + 1);
+    kernels_[s] = std::move(k);
+  }
+
+  std::string compile_report() const override {
+    return "host: " + LlvmJit::instance().host() + "\ncache: " + LlvmJit::instance().cache_dir() +
+           "\n" + timings_;
+  }
+
+  std::unique_ptr<tracer::Executable> instantiate(const TraceProgram& program, FusionPlan plan,
+                                                  MemoryPlan memory) override {
+    kernels_.resize(plan.steps.size());
+    return std::make_unique<FusedCpuTrace>(program, std::move(plan), std::move(memory),
+                                           std::move(kernels_));
+  }
+
+ private:
+  const DebugDump& dump_;
+  std::vector<std::unique_ptr<CompiledKernel>> kernels_;  // per step (null: not a kernel)
+  std::string timings_;
+};
+
+class LlvmCpuBackend final : public JitBackend {
+ public:
+  LlvmCpuBackend() : JitBackend(DeviceType::CPU) {}
+
+ protected:
+  bool accepts(const TraceProgram& program) const override {
     for (const TraceOp& op : program.ops)
-      if (!op.meta.device.is_cpu()) return nullptr;
-    const auto t0 = std::chrono::steady_clock::now();
-    DebugDump dump;
-    std::set<int> banned;
-    std::vector<std::string> fallbacks;
-    for (int attempt = 0;; ++attempt) {
-      FusionPlan plan = plan_fusion(program, fusable_except(DeviceType::CPU, banned));
-      std::vector<std::unique_ptr<CompiledKernel>> kernels(plan.steps.size());
-      std::string kernel_text, timings;
-      bool retry = false;
-      for (size_t s = 0; s < plan.steps.size() && !retry; ++s) {
-        const Step& step = plan.steps[s];
-        if (step.kind != Step::Kind::Kernel) continue;
-        auto k = std::make_unique<CompiledKernel>();
-        try {
-          k->lowered = lower_group(program, plan, step.group);
-          const KernelBinary bin = LlvmJit::instance().get(k->lowered.kernel, dump.active());
-          k->fn = bin.fn;
-          k->pin = bin.pin;
-          static const char* const sources[] = {"memory", "disk cache", "compiled"};
-          timings += "kernel " + std::to_string(s) + ": " + std::to_string(bin.ms) + " ms (" +
-                     sources[static_cast<int>(bin.source)] + "), vector width " +
-                     std::to_string(bin.vector_width) + " bits\n";
-          if (dump.active()) dump.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
-          kernel_text += "step " + std::to_string(s) + " shape " + dims_str(k->lowered.shape) +
-                         ":\n" + k->lowered.kernel.text();
-        } catch (const std::exception& e) {
-          // This group runs eagerly: ban its ops and plan again.
-          for (int i : step.group.ops) banned.insert(i);
-          fallbacks.push_back(eager_fallback_note(s, e));
-          retry = true;
-          break;
-        }
-        for (const OperandBinding& o : k->lowered.operands)
-          k->strides.insert(k->strides.end(), o.strides.begin(), o.strides.end());
-        const int64_t per_unit =
-            step.group.reduced_dims ? std::max<int64_t>(k->lowered.cols, 1) : 1;
-        k->grain = std::max<int64_t>(1, (1 << 15) / per_unit);
-        kernels[s] = std::move(k);
-      }
-      if (retry) continue;
-      plan.notes.insert(plan.notes.end(), fallbacks.begin(), fallbacks.end());
-      MemoryPlan memory = plan_memory(program, plan);
-      if (dump.active()) {
-        dump.write_plan(program, plan, memory, kernel_text);
-        dump.write("compile.txt", "host: " + LlvmJit::instance().host() +
-                                      "\ncache: " + LlvmJit::instance().cache_dir() + "\n" +
-                                      timings + "total: " + std::to_string(ms_since(t0)) + " ms\n");
-      }
-      return std::make_unique<FusedCpuTrace>(program, std::move(plan), std::move(memory),
-                                             std::move(kernels));
-    }
+      if (!op.meta.device.is_cpu()) return false;
+    return true;
+  }
+  std::unique_ptr<KernelBuild> start(const TraceProgram&, const DebugDump& dump) override {
+    return std::make_unique<LlvmKernelBuild>(dump);
   }
 };
 

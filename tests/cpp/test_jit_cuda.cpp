@@ -788,6 +788,59 @@ TEST_F(JitCuda, MlpMatmulsWithFusedEpilogues) {
   }
 }
 
+// ---------------------------------------------------------------- passes off (KILN_JIT_DISABLE)
+
+class JitCudaPassOff : public JitCuda, public ::testing::WithParamInterface<std::string> {};
+
+TEST_P(JitCudaPassOff, FusedResultsEqualEager) {
+  tr::config().jit_disable = {GetParam()};
+  const Tol tol{1e-4, 1e-3};
+  const std::vector<In> ins = {in({32, 48}, kF32), in({48, 64}, kF32), in({64}, kF32),
+                               in({64, 16}, kF32), in({16}, kF32),     in({32, 16}, kF32)};
+  expect_fused(
+      ins,
+      [](const std::vector<Tensor>& v) {
+        Tensor h = kiln::relu(kiln::matmul(v[0], v[1]) + v[2]);
+        Tensor s = kiln::softmax(kiln::matmul(h, v[3]) + v[4], -1);
+        return s * kiln::exp(v[5] * 0.5) + kiln::exp(v[5] * 0.5) - kiln::sum(s, {1}, true);
+      },
+      tol);
+  EXPECT_TRUE(
+      has_note(tr::explain().traces.at(0), "passes switched off (KILN_JIT_DISABLE): " + GetParam()))
+      << tr::explain().table();
+}
+
+INSTANTIATE_TEST_SUITE_P(JitCuda, JitCudaPassOff,
+                         ::testing::Values("cse", "dce", "fuse", "epilogue", "simplify"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           return info.param;
+                         });
+
+TEST_F(JitCuda, FuseOffIsOneKernelPerOpAndEpilogueOffKeepsTheBiasInAKernel) {
+  const Tol tol{1e-4, 1e-3};
+  const std::vector<In> rows = {in({32, 48}, kF32), in({32, 48}, kF32)};
+  const Fn f = [](const std::vector<Tensor>& v) {
+    return kiln::softmax(v[0] * 2.0 + v[1], -1) - kiln::tanh(v[1]);
+  };
+  EXPECT_EQ(expect_fused(rows, f, tol), 1);
+  tr::config().jit_disable = {"fuse"};
+  const int unfused = expect_fused(rows, f, tol);
+  EXPECT_EQ(unfused, static_cast<int>(tr::explain().traces.at(0).ops.size()))
+      << tr::explain().table();
+  EXPECT_GE(unfused, 5);
+
+  const std::vector<In> mlp_ins = {in({32, 48}, kF32), in({48, 64}, kF32), in({64}, kF32)};
+  const Fn mlp = [](const std::vector<Tensor>& v) {
+    return kiln::relu(kiln::matmul(v[0], v[1]) + v[2]);
+  };
+  tr::config().jit_disable.clear();
+  EXPECT_EQ(expect_fused(mlp_ins, mlp, tol), 1);  // one GEMM with the RELU_BIAS epilogue
+  EXPECT_TRUE(has_note(tr::explain().traces.at(0), "RELU_BIAS epilogue")) << tr::explain().table();
+  tr::config().jit_disable = {"epilogue"};
+  EXPECT_EQ(expect_fused(mlp_ins, mlp, tol), 2);  // the matmul, then add + relu fused
+  EXPECT_FALSE(has_note(tr::explain().traces.at(0), "cuBLASLt")) << tr::explain().table();
+}
+
 // ---------------------------------------------------------------- failures
 
 TEST_F(JitCuda, OutOfMemoryInATracedLoopAndTheRuntimeAfterIt) {

@@ -1,0 +1,312 @@
+// The plan passes (see plan_passes.h).
+#include "jit/plan_passes.h"
+
+namespace kiln::jit {
+
+using tracer::InputRef;
+using tracer::TraceOp;
+using tracer::TraceProgram;
+
+namespace {
+
+bool is_live(const TraceProgram& p, int i) {
+  return i < static_cast<int>(p.live.size()) && p.live[i];
+}
+
+bool is_pointwise(OpFamily f, OpId op) {
+  return f == OpFamily::Unary || f == OpFamily::Clamp || f == OpFamily::Binary ||
+         f == OpFamily::Where || op == OpId::Full;
+}
+
+bool is_row_op(OpId op) {
+  switch (op) {
+    case OpId::Sum:
+    case OpId::Mean:
+    case OpId::Max:
+    case OpId::Min:
+    case OpId::Var:
+    case OpId::Softmax:
+    case OpId::LogSoftmax:
+    case OpId::LayerNorm:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The trailing dims a row op reduces over, or -1 if it is not a trailing reduction.
+int reduced_trailing_dims(const TraceOp& op, int64_t rank) {
+  if (op.op == OpId::Softmax || op.op == OpId::LogSoftmax) {
+    const int64_t d = op.attrs.dim < 0 ? op.attrs.dim + rank : op.attrs.dim;
+    return rank > 0 && d == rank - 1 ? 1 : -1;
+  }
+  if (op.op == OpId::LayerNorm) return static_cast<int>(op.attrs.dims.size());
+  const Dims& dims = op.attrs.dims;
+  if (dims.empty() || rank == 0) return -1;
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != rank - static_cast<int64_t>(dims.size()) + static_cast<int64_t>(i)) return -1;
+  return static_cast<int>(dims.size());
+}
+
+Dims row_shape(const Dims& s, int k, bool keep) {
+  Dims r;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (d + k < s.size())
+      r.push_back(s[d]);
+    else if (keep)
+      r.push_back(1);
+  }
+  return r;
+}
+
+int64_t product(const Dims& d, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
+// The steps, with or without joining fusible ops into one open group (see plan_passes.h).
+void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan& plan, bool fuse) {
+  const int n = static_cast<int>(p.ops.size());
+  plan.steps.clear();
+  plan.step_of.assign(n, -1);
+  std::vector<int> group_of(n, -1);  // step index of the op's group
+  int open = -1;                     // step index of the open group
+  auto close = [&] { open = -1; };
+  auto value_input = [&](const InputRef& r) {
+    return r.kind == InputRef::Kind::Value ? plan.canonical[r.index] : -1;
+  };
+  // Per op: the external input a view (chain) looks into, or -1.
+  std::vector<int> view_of(n, -1);
+  for (int i = 0; i < n; ++i) {
+    const TraceOp& op = p.ops[i];
+    if (op_info(op.op).family != OpFamily::View) continue;
+    const InputRef& r = op.inputs[0];
+    view_of[i] = r.kind == InputRef::Kind::External ? r.index : view_of[r.index];
+  }
+  auto reads_view_of = [&](const InputRef& r, int external) {
+    return r.kind == InputRef::Kind::Value && view_of[r.index] == external;
+  };
+  for (int i = 0; i < n; ++i) {
+    if (plan.canonical[i] != i) continue;
+    const TraceOp& op = p.ops[i];
+    const OpFamily fam = op_info(op.op).family;
+    const bool fusible_kind = is_pointwise(fam, op.op) || is_row_op(op.op);
+    bool fusible = fusible_kind && (!options.can_fuse || options.can_fuse(p, i));
+    if (fusible_kind && !fusible)
+      plan.notes.push_back("v" + std::to_string(i) + " " + op.str() +
+                           ": no fused code for this op/dtype; it runs its eager kernel");
+    if (fusible && op.in_place) {
+      // In place: the target must be an external no other input aliases, and the op must
+      // not read the target through a view (x.add_(x.t()) reads what it overwrites).
+      fusible = op.target.kind == InputRef::Kind::External &&
+                external_guard(p, op.target.index).alias_of < 0;
+      for (int s = 0; fusible && s < p.num_externals; ++s)
+        if (external_guard(p, s).alias_of == op.target.index) fusible = false;
+      for (const InputRef& r : op.inputs)
+        if (fusible && reads_view_of(r, op.target.index)) fusible = false;
+    }
+    int k = -1;
+    Dims full;
+    if (fusible && is_row_op(op.op)) {
+      full = input_sizes(p, op.inputs[0]);
+      k = reduced_trailing_dims(op, static_cast<int64_t>(full.size()));
+      const int64_t rows = k < 0 ? 0 : product(full, 0, full.size() - k);
+      const int64_t cols = k < 0 ? 0 : product(full, full.size() - k, full.size());
+      if (k <= 0 || (rows == 1 && cols > options.max_single_row)) {
+        fusible = false;
+        if (k > 0)
+          plan.notes.push_back("v" + std::to_string(i) + " " + op.str() +
+                               ": one long row; the eager parallel reduction runs it");
+      }
+    }
+    if (!fusible) {
+      close();
+      Step s;
+      s.kind = fam == OpFamily::View ? Step::Kind::View : Step::Kind::Library;
+      s.op = i;
+      plan.steps.push_back(s);
+      plan.step_of[i] = static_cast<int>(plan.steps.size()) - 1;
+      continue;
+    }
+    // Try to join the open group.
+    bool joins = false;
+    if (open >= 0 && fuse) {
+      FusionGroup& g = plan.steps[open].group;
+      bool inputs_ok = true;
+      for (const InputRef& r : op.inputs) {
+        const int v = value_input(r);
+        if (v >= 0 && group_of[v] == open) {
+          // An in-group value used by a full-size op must be full or a keepdim row value.
+          const Dims& vs = p.ops[v].meta.sizes;
+          const Dims& out = is_row_op(op.op) ? full : op.meta.sizes;
+          if (vs != g.shape &&
+              !(out == g.shape && g.reduced_dims > 0 &&
+                vs == row_shape(g.shape, g.reduced_dims, true)) &&
+              !(out != g.shape && g.reduced_dims > 0))
+            inputs_ok = false;
+        }
+      }
+      if (op.in_place && op.target.kind == InputRef::Kind::Value) inputs_ok = false;
+      if (op.in_place) {  // nothing in the group may read the target through a view
+        for (int j : g.ops)
+          for (const InputRef& r : p.ops[j].inputs)
+            if (reads_view_of(r, op.target.index)) inputs_ok = false;
+      }
+      if (inputs_ok) {
+        if (is_row_op(op.op)) {
+          joins = full == g.shape && (g.reduced_dims == 0 || g.reduced_dims == k);
+          if (joins) g.reduced_dims = k;
+        } else {
+          const Dims& s = op.meta.sizes;
+          joins = s == g.shape ||
+                  (g.reduced_dims > 0 && (s == row_shape(g.shape, g.reduced_dims, true) ||
+                                          s == row_shape(g.shape, g.reduced_dims, false)));
+          if (joins && s != g.shape && op.in_place) joins = false;
+          // A row-level op may only read in-group row values (never full ones).
+          for (const InputRef& r : op.inputs) {
+            const int v = value_input(r);
+            if (joins && s != g.shape && v >= 0 && group_of[v] == open &&
+                p.ops[v].meta.sizes == g.shape)
+              joins = false;
+          }
+        }
+      }
+    }
+    if (!joins) {
+      Step s;
+      s.kind = Step::Kind::Kernel;
+      s.group.shape = is_row_op(op.op) ? full : op.meta.sizes;
+      s.group.reduced_dims = is_row_op(op.op) ? k : 0;
+      plan.steps.push_back(s);
+      open = static_cast<int>(plan.steps.size()) - 1;
+    }
+    plan.steps[open].group.ops.push_back(i);
+    group_of[i] = open;
+    plan.step_of[i] = open;
+    if (op.in_place) close();  // nothing after an in-place write joins an earlier group
+  }
+}
+
+}  // namespace
+
+FusionPlan unplanned(const TraceProgram& p) {
+  const int n = static_cast<int>(p.ops.size());
+  FusionPlan plan;
+  plan.canonical.resize(n);
+  for (int i = 0; i < n; ++i) plan.canonical[i] = i;
+  plan.step_of.assign(n, -1);
+  plan.materialized.assign(n, 0);
+  plan.escapes.assign(n, 0);
+  return plan;
+}
+
+void eliminate_common_subexpressions(const TraceProgram& p, const FusionOptions&,
+                                     FusionPlan& plan) {
+  const int n = static_cast<int>(p.ops.size());
+  auto live = [&](int i) { return is_live(p, i); };
+  int last_in_place = -1;
+  for (int i = 0; i < n; ++i)
+    if (p.ops[i].in_place) last_in_place = i;
+  auto ref_canon = [&](InputRef r) {
+    if (r.kind == InputRef::Kind::Value) r.index = plan.canonical[r.index];
+    return r;
+  };
+  for (int j = 0; j < n; ++j) {
+    const TraceOp& b = p.ops[j];
+    const OpFamily f = op_info(b.op).family;
+    if (b.in_place || live(j) || !b.scalar_kinds.empty() || f == OpFamily::Random ||
+        f == OpFamily::Factory)
+      continue;
+    for (int i = 0; i < j; ++i) {
+      const TraceOp& a = p.ops[i];
+      if (plan.canonical[i] != i || i <= last_in_place || a.op != b.op || a.in_place ||
+          !(a.attrs == b.attrs) || a.inputs.size() != b.inputs.size() || !a.scalar_kinds.empty())
+        continue;
+      bool same = true;
+      for (size_t k = 0; k < a.inputs.size() && same; ++k)
+        same = ref_canon(a.inputs[k]) == ref_canon(b.inputs[k]);
+      if (same) {
+        plan.canonical[j] = i;
+        ++plan.merged;
+        break;
+      }
+    }
+  }
+}
+
+void eliminate_dead_code(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) {
+  const int n = static_cast<int>(p.ops.size());
+  auto live = [&](int i) { return is_live(p, i); };
+  std::vector<uint8_t> needed(n, 0);
+  for (int i = n - 1; i >= 0; --i) {
+    if (plan.canonical[i] != i) continue;
+    const TraceOp& op = p.ops[i];
+    if (live(i) || op.in_place) needed[i] = 1;
+    if (!needed[i]) continue;
+    for (const InputRef& r : op.inputs)
+      if (r.kind == InputRef::Kind::Value) needed[plan.canonical[r.index]] = 1;
+    if (op.in_place && op.target.kind == InputRef::Kind::Value)
+      needed[plan.canonical[op.target.index]] = 1;
+  }
+  for (int j = 0; j < n; ++j)  // a merged op held by nobody keeps its canonical alive only if read
+    if (plan.canonical[j] != j && needed[j]) needed[plan.canonical[j]] = 1;
+  for (int i = 0; i < n; ++i) {
+    if (plan.canonical[i] == i && !needed[i]) {
+      plan.canonical[i] = -1;
+      ++plan.dead;
+    }
+  }
+}
+
+void group_into_kernels(const TraceProgram& p, const FusionOptions& options, FusionPlan& plan) {
+  make_steps(p, options, plan, true);
+}
+
+void one_kernel_per_op(const TraceProgram& p, const FusionOptions& options, FusionPlan& plan) {
+  make_steps(p, options, plan, false);
+}
+
+void mark_materialized(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) {
+  const int n = static_cast<int>(p.ops.size());
+  auto live = [&](int i) { return is_live(p, i); };
+  auto value_input = [&](const InputRef& r) {
+    return r.kind == InputRef::Kind::Value ? plan.canonical[r.index] : -1;
+  };
+  // The kernel step of each op's group (-1: a view or library step, or dead).
+  std::vector<int> group_of(n, -1);
+  for (int i = 0; i < n; ++i)
+    if (plan.canonical[i] == i && plan.step_of[i] >= 0 &&
+        plan.steps[plan.step_of[i]].kind == Step::Kind::Kernel)
+      group_of[i] = plan.step_of[i];
+  plan.materialized.assign(n, 0);
+  plan.escapes.assign(n, 0);
+  for (int i = 0; i < n; ++i) {
+    if (plan.canonical[i] != i) continue;
+    const TraceOp& op = p.ops[i];
+    if (group_of[i] < 0 || op.in_place || live(i)) plan.materialized[i] = 1;
+    auto mark_read = [&](const InputRef& r) {
+      const int v = value_input(r);
+      if (v >= 0 && group_of[v] != group_of[i]) plan.materialized[v] = 1;
+      if (v >= 0 && group_of[v] < 0) plan.materialized[v] = 1;
+    };
+    for (const InputRef& r : op.inputs) mark_read(r);
+    if (op.in_place) mark_read(op.target);
+  }
+  for (int j = 0; j < n; ++j)
+    if (plan.canonical[j] >= 0 && plan.canonical[j] != j && live(j))
+      plan.materialized[plan.canonical[j]] = 1;
+  // Escapes: held by the user (or a view of it is), never in the arena.
+  for (int i = n - 1; i >= 0; --i) {
+    if (plan.canonical[i] != i || !plan.materialized[i]) continue;
+    const TraceOp& op = p.ops[i];
+    if (op.in_place) continue;  // written into its target
+    if (live(i)) plan.escapes[i] = 1;
+    if (plan.escapes[i] && op_info(op.op).family == OpFamily::View) {
+      const int v = value_input(op.inputs[0]);
+      if (v >= 0) plan.escapes[v] = 1;
+    }
+  }
+}
+
+}  // namespace kiln::jit

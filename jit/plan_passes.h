@@ -1,0 +1,51 @@
+// The passes that make a FusionPlan, each filling in its part of the plan from the
+// program and what the passes before it left (jit/pipeline.cpp runs them, in this order).
+// All take the same arguments, so the pipeline is a table of them.
+#pragma once
+
+#include "jit/fusion.h"
+
+namespace kiln::jit {
+
+// The plan before any pass: every op its own canonical, no steps, nothing stored.
+FusionPlan unplanned(const tracer::TraceProgram& program);
+
+// cse: a later op equal to an earlier one (same op, attributes and canonical inputs; no
+// run-time scalars, not random, not a factory, not in place, not held by the user) reads
+// the earlier one's value, unless something is written in place after the earlier one.
+// Sets plan.canonical[later] = earlier and counts plan.merged.
+void eliminate_common_subexpressions(const tracer::TraceProgram& program,
+                                     const FusionOptions& options, FusionPlan& plan);
+
+// dce: drops what nobody holds, writes in place or (through the ops kept) reads:
+// plan.canonical becomes -1, counted in plan.dead. A merged op that is read keeps the op
+// it was merged into.
+void eliminate_dead_code(const tracer::TraceProgram& program, const FusionOptions& options,
+                         FusionPlan& plan);
+
+// fuse: plan.steps and plan.step_of, in trace order, one open kernel group at a time:
+//   pointwise ops (unary, clamp, binary, where, cast, full) of one output shape join a
+//   group; a row reduction over the trailing dims (sum, mean, max, min, var),
+//   softmax/log_softmax over the last dim and layer_norm turn it into a row group whose
+//   pointwise producers and consumers stay inside;
+//   views, matmul/linear/conv and every other op (and what options.can_fuse refuses) are
+//   steps of their own (library calls: BLAS, the eager kernels) and close the open group;
+//   an in-place op joins only when nothing in the group reads its target through a view,
+//   and closes the group.
+// What stays unfused for a reason the user may not expect is a note.
+void group_into_kernels(const tracer::TraceProgram& program, const FusionOptions& options,
+                        FusionPlan& plan);
+
+// What runs instead of `fuse` when it is switched off: the same steps, except that every
+// op group_into_kernels would fuse is a kernel of its own.
+void one_kernel_per_op(const tracer::TraceProgram& program, const FusionOptions& options,
+                       FusionPlan& plan);
+
+// materialize: plan.materialized and plan.escapes. A value exists as a tensor if it
+// leaves its group (read by a later step, held by the user, written in place, computed by
+// a library or view step); it escapes (a fresh allocation per run) if the user holds it
+// or a view of it, else it lives in the plan's arena.
+void mark_materialized(const tracer::TraceProgram& program, const FusionOptions& options,
+                       FusionPlan& plan);
+
+}  // namespace kiln::jit
