@@ -19,6 +19,9 @@
 # characters). Logs, JUnit XML and benchmark JSON go to $OUT (at most 8 files).
 # KILN_GPU_STEPS=tests runs steps 1-3 and the demos only (no benchmarks);
 # KILN_GPU_STEPS=train adds the training-step table (bench/training_step.py);
+# KILN_GPU_STEPS=ab runs only the A/B of the GPU workloads (kiln eager and traced) between
+# the build before a change (.gpu-base/: libkiln.so.xz and python/, carried too) and
+# .gpu/, interleaved (bench/ab_builds.py, KILN_GPU_AB_ROUNDS rounds, default 2);
 # KILN_GPU_STEPS=sanitize runs only compute-sanitizer memcheck and racecheck on the CUDA
 # gtests (scripts/gpu_sanitize.sh; 300 s for both), one summary line per tool;
 # KILN_GPU_STEPS=reliability runs both tools and then the differential fuzzer's CUDA legs
@@ -177,6 +180,24 @@ gpu_workloads_step() {
   PYTHONUNBUFFERED=1 python3 bench/gpu_workloads.py --kiln-python "$(make_kiln_python)" \
     --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/gpu_workloads.json"
 }
+# A/B against the build before a change: .gpu-base/ unpacked under /tmp/kiln-base, a
+# second kiln interpreter pointing at it, bench/ab_builds.py alternating the two.
+ab_step() {
+  local base=/tmp/kiln-base
+  rm -rf "$base" && mkdir -p "$base/lib" || return 1
+  python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' \
+    "$ROOT/.gpu-base/libkiln.so.xz" "$base/lib/libkiln.so" || return 1
+  cp -r "$ROOT/.gpu-base/python" "$base/python"
+  local b_python a_python
+  b_python="$(make_kiln_python)"
+  a_python="$DEB_ROOT/kiln-base-python3.11"
+  sed "s|^declare -- G=.*|declare -- G=\"$base\"|" "$b_python" >"$a_python"
+  chmod +x "$a_python"
+  PYTHONUNBUFFERED=1 python3 bench/ab_builds.py --rounds "${KILN_GPU_AB_ROUNDS:-2}" \
+    --a-args "--kiln-python $a_python" --b-args "--kiln-python $b_python" \
+    --json "$OUT/ab_gpu.json" -- bench/gpu_workloads.py --quick \
+    --systems kiln_eager,kiln_traced --budget 100 | tee "$OUT/ab_gpu.txt"
+}
 # Memory stability (tests/stability): 100k CPU and 10k CUDA iterations of a traced
 # training loop, resident and device memory sampled after warmup.
 memory_step() {
@@ -218,7 +239,7 @@ fuzz_cuda_step() {
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
 export -f kiln_env py311 sanitize_step fuzz_cuda_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
-  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step
+  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step ab_step
 
 summary() {
   echo
@@ -273,6 +294,10 @@ PYEOF
     echo "-- training steps (bench/training_step.py)"
     cat "$OUT/training_step.txt"
   fi
+  if [[ -s "$OUT/ab_gpu.txt" ]]; then
+    echo "-- A/B, build before (A) vs after (B) (bench/ab_builds.py)"
+    cat "$OUT/ab_gpu.txt"
+  fi
   if [[ -s "$OUT/gpu_workloads.json" ]]; then
     echo "-- GPU workloads (bench/gpu_workloads.py; full report in gpu_run.log)"
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["tables"])' \
@@ -305,6 +330,12 @@ main() {
       step "kiln_fuzz (CUDA legs)" $((${KILN_GPU_FUZZ_SECONDS:-150} + 30)) fuzz_cuda_step
       [[ -s "$OUT/fuzz_cuda.txt" ]] && grep -E 'done:|mismatch|MISMATCH' "$OUT/fuzz_cuda.txt" | tail -n 5
     fi
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == ab ]]; then  # A/B of the GPU workloads, old vs new build
+    step "A/B GPU workloads" 480 ab_step
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return
