@@ -7,6 +7,7 @@ this module adds ``shape``/``size()``, ``to(...)``, ``max``/``min`` returning
 
 import collections
 
+from . import _autocast
 from . import _kiln as _C
 from ._kiln import Tensor
 from ._size import Size
@@ -411,7 +412,18 @@ Tensor.__or__ = Tensor.__ror__ = _or
 Tensor.__xor__ = Tensor.__rxor__ = _xor
 Tensor.__invert__ = _invert
 Tensor.logical_not = _invert
-Tensor.__rmatmul__ = lambda self, other: _C.matmul(other, self)
+_matmul = _C.matmul
+
+
+def matmul(input, other):
+    """input @ other; inside an autocast region both sides in its dtype."""
+    if _autocast._active[0]:
+        input, other = _autocast.lower(input, other)
+    return _matmul(input, other)
+
+
+Tensor.__matmul__ = Tensor.matmul = matmul
+Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
 
 # In-place forms of the pointwise unary ops of the op table (x.exp_(), x.sigmoid_(), ...)
 for _name, _family in _C._op_table():
