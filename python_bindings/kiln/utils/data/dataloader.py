@@ -17,7 +17,8 @@ __all__ = ["DataLoader", "default_collate"]
 def default_collate(batch):
     """Stacks a list of samples: tensors (and numpy arrays) along a new dim 0, numbers
     into a 1-D tensor (int64 / float64 / bool as PyTorch), and tuples, lists and dicts
-    field by field; strings stay lists."""
+    field by field (a tuple's fields come back as a list, as PyTorch's); strings stay
+    lists."""
     from ... import _functions
 
     elem = batch[0]
@@ -47,8 +48,7 @@ def default_collate(batch):
         size = len(elem)
         if any(len(e) != size for e in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        columns = [default_collate(list(s)) for s in zip(*batch)]
-        return tuple(columns) if isinstance(elem, tuple) else columns
+        return [default_collate(list(s)) for s in zip(*batch)]  # a list, as PyTorch
     raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, "
                     f"dicts or lists; found {type(elem)}")
 
