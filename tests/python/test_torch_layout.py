@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import kiln
-from helpers import assert_close, k, requires_torch, t, torch
+from helpers import assert_close, k, requires_torch, t, to_np, torch
 
 
 @pytest.mark.parametrize("name", [
@@ -71,10 +71,15 @@ def test_cpu_autocast_matches_torch(rng):
         (loss + mse).backward()
     for a, b in zip(*results):
         assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
-        assert_close(a, b.detach(), rtol=2e-2, atol=2e-2)
+        # one bf16 rounding apart at most per element, which the next op can magnify:
+        # compare as a whole
+        va, vb = to_np(a).astype(np.float64), to_np(b).astype(np.float64)
+        assert np.linalg.norm(va - vb) <= 2e-2 * np.linalg.norm(vb) + 1e-6
     for a, b in ((kx, tx), (kw1, tw1), (kw2, tw2)):
         assert a.grad.dtype == kiln.float32
-        assert_close(a.grad, b.grad, rtol=5e-2, atol=5e-2)
+        # bf16 products round differently element by element: compare as a whole
+        ga, gb = to_np(a.grad), to_np(b.grad)
+        assert np.linalg.norm(ga - gb) <= 2e-2 * np.linalg.norm(gb)
     assert not kiln.is_autocast_enabled("cpu")
 
 

@@ -8,7 +8,11 @@ import math
 
 from .. import _autocast, _functions
 from .. import _kiln as _C
+from ._functional_act import *  # noqa: F401,F403
+from ._functional_act import __all__ as _act_all
 from ._functional_norm import batch_norm, group_norm, instance_norm, normalize, rms_norm  # noqa: F401
+from ._functional_spatial import *  # noqa: F401,F403
+from ._functional_spatial import __all__ as _spatial_all
 
 __all__ = [
     "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
@@ -16,7 +20,8 @@ __all__ = [
     "cross_entropy", "nll_loss", "mse_loss", "embedding", "one_hot",
     "scaled_dot_product_attention", "binary_cross_entropy_with_logits", "binary_cross_entropy",
     "batch_norm", "instance_norm", "group_norm", "rms_norm", "normalize",
-]
+    "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+] + _act_all + _spatial_all
 
 
 def _in_place_ok(input):
@@ -298,3 +303,64 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p:
         attn = dropout(attn, dropout_p)
     return attn @ value
+
+
+def _check_same_shape(op, input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+
+        warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the "
+                      f"input size ({list(input.shape)}) in {op}. This will likely lead to "
+                      "incorrect results due to broadcasting. Please ensure they have the same "
+                      "size.", stacklevel=3)
+
+
+def l1_loss(input, target, reduction="mean"):
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    _check_same_shape("l1_loss", input, target)
+    return _reduce(_C.abs(input - target), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    _check_same_shape("huber_loss", input, target)
+    d = _C.abs(input - target)
+    return _reduce(_C.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta=0: l1_loss)."""
+    if beta < 0:
+        raise _C.KilnRuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    _check_same_shape("smooth_l1_loss", input, target)
+    d = _C.abs(input - target)
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce(_C.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise KL divergence of log-probabilities input from target (probabilities, or
+    log-probabilities when log_target); 'batchmean' divides the sum by the batch size."""
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    if log_target:
+        loss = _C.exp(target) * (target - input)
+    else:
+        pos = target > 0
+        loss = _C.where(pos, target * _C.log(_C.where(pos, target, 1.0)), 0.0) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    if reduction == "mean":
+        import warnings
+
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    return _reduce(loss, reduction)

@@ -2,6 +2,7 @@
 
 import math
 
+from .. import _functional_act as FA
 from .. import functional as F
 from .. import init
 from ... import _kiln as _C
@@ -136,3 +137,164 @@ class MultiheadAttention(Module):
         if need_weights:
             weights = attn.mean(1) if average_attn_weights else attn
         return out, weights
+
+
+# ---- more activations (nn/_functional_act.py has the formulas)
+
+def _simple(name, fn_name, doc):
+    """A parameterless activation module calling FA.<fn_name>(input)."""
+
+    def forward(self, input):
+        return getattr(FA, fn_name)(input)
+
+    return type(name, (Module,), {"forward": forward, "__doc__": doc})
+
+
+class _Inplace(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(_Inplace):
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__(inplace)
+        self.negative_slope = negative_slope
+
+    def forward(self, input):
+        return FA.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
+
+
+class ELU(_Inplace):
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__(inplace)
+        self.alpha = alpha
+
+    def forward(self, input):
+        return FA.elu(input, self.alpha, self.inplace)
+
+
+class CELU(ELU):
+    def forward(self, input):
+        return FA.celu(input, self.alpha, self.inplace)
+
+
+class SELU(_Inplace):
+    def forward(self, input):
+        return FA.selu(input, self.inplace)
+
+
+class Softplus(Module):
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return FA.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class Hardtanh(_Inplace):
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__(inplace)
+        if min_val > max_val:
+            raise _C.KilnValueError(f"Hardtanh: min_val ({min_val}) cannot be greater than "
+                                    f"max_val ({max_val})")
+        self.min_val = min_val
+        self.max_val = max_val
+
+    def forward(self, input):
+        return FA.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+
+class ReLU6(Hardtanh):
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+
+class Hardsigmoid(_Inplace):
+    def forward(self, input):
+        return FA.hardsigmoid(input, self.inplace)
+
+
+class Hardswish(_Inplace):
+    def forward(self, input):
+        return FA.hardswish(input, self.inplace)
+
+
+class Mish(_Inplace):
+    def forward(self, input):
+        return FA.mish(input, self.inplace)
+
+
+class Threshold(_Inplace):
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__(inplace)
+        self.threshold = threshold
+        self.value = value
+
+    def forward(self, input):
+        return FA.threshold(input, self.threshold, self.value, self.inplace)
+
+
+class Hardshrink(Module):
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return FA.hardshrink(input, self.lambd)
+
+
+class Softshrink(Hardshrink):
+    def forward(self, input):
+        return FA.softshrink(input, self.lambd)
+
+
+class GLU(Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return FA.glu(input, self.dim)
+
+
+class Softmin(Module):
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return FA.softmin(input, self.dim)
+
+
+class PReLU(Module):
+    """max(0, x) + a * min(0, x) with a learned a (weight: num_parameters values, init)."""
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.init = init
+        self.weight = Parameter(_C.full((num_parameters,), float(init),
+                                        _factory_kw(device, dtype)["dtype"], device))
+
+    def forward(self, input):
+        return FA.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
+LogSigmoid = _simple("LogSigmoid", "logsigmoid", "log(sigmoid(x)), stably.")
+Softsign = _simple("Softsign", "softsign", "x / (1 + |x|).")
+Tanhshrink = _simple("Tanhshrink", "tanhshrink", "x - tanh(x).")

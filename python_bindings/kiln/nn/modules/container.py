@@ -101,3 +101,88 @@ class ModuleDict(Module):
 
     def items(self):
         return self._modules.items()
+
+
+class ParameterList(Module):
+    """A list of parameters registered under "0", "1", ... (tensors become Parameters)."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __getitem__(self, idx):
+        items = list(self._parameters.values())
+        if isinstance(idx, slice):
+            return ParameterList(items[idx])
+        return items[idx]
+
+    def __setitem__(self, idx, param):
+        idx = idx + len(self) if idx < 0 else idx
+        self.register_parameter(str(idx), param)
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def append(self, value):
+        self.register_parameter(str(len(self)), value)
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+    def extra_repr(self):
+        return "\n".join(f"({i}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
+                         for i, p in enumerate(self))
+
+
+class ParameterDict(Module):
+    """A dict of parameters registered under their keys."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        if parameters is not None:
+            self.update(parameters)
+
+    def __getitem__(self, key):
+        return self._parameters[key]
+
+    def __setitem__(self, key, param):
+        self.register_parameter(key, param)
+
+    def __delitem__(self, key):
+        del self._parameters[key]
+
+    def __contains__(self, key):
+        return key in self._parameters
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters)
+
+    def keys(self):
+        return self._parameters.keys()
+
+    def values(self):
+        return self._parameters.values()
+
+    def items(self):
+        return self._parameters.items()
+
+    def get(self, key, default=None):
+        return self._parameters.get(key, default)
+
+    def pop(self, key):
+        return self._parameters.pop(key)
+
+    def update(self, parameters):
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for k, v in items:
+            self[k] = v

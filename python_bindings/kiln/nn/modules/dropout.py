@@ -1,5 +1,6 @@
 """Dropout."""
 
+from .. import _functional_spatial as FS
 from .. import functional as F
 from ... import _kiln as _C
 from .module import Module
@@ -18,3 +19,17 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    """Zeroes whole channels of (N, C, L) / (C, L) input."""
+
+    def forward(self, input):
+        return FS.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    """Zeroes whole channels of (N, C, H, W) / (C, H, W) input."""
+
+    def forward(self, input):
+        return FS.dropout2d(input, self.p, self.training, self.inplace)

@@ -77,3 +77,21 @@ class Flatten(Module):
 
     def forward(self, input):
         return input.flatten(self.start_dim, self.end_dim)
+
+
+class Unflatten(Module):
+    """Expands dim into unflattened_size (a tuple of ints, one of them may be -1)."""
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        if not isinstance(unflattened_size, (tuple, list)):
+            raise TypeError(f"Unflatten: unflattened_size must be a tuple of ints, but found "
+                            f"type {type(unflattened_size).__name__}")
+        self.dim = dim
+        self.unflattened_size = tuple(unflattened_size)
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -13,6 +13,29 @@ def _no_grad():
     return no_grad()
 
 
+class _RemovableHandle:
+    """What register_*_hook returns: remove() takes the hook out again."""
+
+    _next_id = 0
+
+    def __init__(self, hooks, hook, prepend):
+        _RemovableHandle._next_id += 1
+        self.id = _RemovableHandle._next_id
+        self._hooks = hooks
+        hooks[self.id] = hook
+        if prepend:
+            hooks.move_to_end(self.id, last=False)
+
+    def remove(self):
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
 # ---- Parameter: a tensor marked as a module parameter
 
 class _ParameterMeta(type):
@@ -67,6 +90,8 @@ class Module:
         object.__setattr__(self, "_buffers", collections.OrderedDict())
         object.__setattr__(self, "_non_persistent", set())
         object.__setattr__(self, "_modules", collections.OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", collections.OrderedDict())
+        object.__setattr__(self, "_forward_hooks", collections.OrderedDict())
 
     # -- attribute routing (parameters, buffers, submodules)
     def __setattr__(self, name, value):
@@ -137,7 +162,37 @@ class Module:
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing forward()")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        d = self.__dict__
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if not pre and not post:
+            return self.forward(*args, **kwargs)
+        for hook in list(pre.values()):
+            result = hook(self, args)
+            if result is not None:
+                args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook in list(post.values()):
+            result = hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    # -- hooks
+    def register_forward_pre_hook(self, hook, *, prepend=False):
+        """hook(module, args) -> None or new args, before forward; returns a handle
+        whose remove() unregisters it."""
+        return _RemovableHandle(self._forward_pre_hooks, hook, prepend)
+
+    def register_forward_hook(self, hook, *, prepend=False):
+        """hook(module, args, output) -> None or a new output, after forward."""
+        return _RemovableHandle(self._forward_hooks, hook, prepend)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        raise NotImplementedError(f"{type(self).__name__}.register_full_backward_hook: module "
+                                  "backward hooks are not supported by kiln yet (its autograd "
+                                  "has no Python hooks)")
+
+    register_backward_hook = register_full_backward_hook
 
     # -- traversal
     def named_modules(self, memo=None, prefix="", remove_duplicate=True):

@@ -1,5 +1,6 @@
 """MaxPool2d, AvgPool2d."""
 
+from .. import _functional_spatial as FS
 from .. import functional as F
 from .module import Module
 
@@ -41,3 +42,22 @@ class AvgPool2d(Module):
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class AdaptiveAvgPool2d(Module):
+    """Averages PyTorch's adaptive bins to output_size (int, pair, None keeps a dim)."""
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size
+
+    def forward(self, input):
+        return FS.adaptive_avg_pool2d(input, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    def forward(self, input):
+        return FS.adaptive_avg_pool1d(input, self.output_size)
