@@ -85,6 +85,7 @@ from . import cuda  # noqa: E402
 from . import nn  # noqa: E402
 from . import amp, backends, cpu, distributed  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
 from .amp.autocast_mode import (  # noqa: E402,F401
     get_autocast_dtype,
     is_autocast_cpu_enabled,

@@ -299,3 +299,37 @@ def test_parameters_vector_round_trip(rng):
     kiln.nn.utils.vector_to_parameters(k(new), m.parameters())
     np.testing.assert_array_equal(kiln.nn.utils.parameters_to_vector(m.parameters()).numpy(),
                                   new)
+
+
+# ---- kiln.compile(module)
+
+def test_compile_module_wraps_like_torch(rng):
+    class Net(kiln.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = kiln.nn.Linear(4, 3)
+            self.block_size = 7
+
+        def forward(self, x):
+            return kiln.relu(self.fc(x))
+
+        def configure(self):
+            return "configured"
+
+    kiln.reset()
+    net = Net()
+    c = kiln.compile(net)
+    assert c._orig_mod is net and isinstance(c, kiln.nn.Module)
+    assert c.block_size == 7 and c.configure() == "configured" and c.fc is net.fc
+    assert list(c.state_dict()) == ["_orig_mod.fc.weight", "_orig_mod.fc.bias"]
+    assert [id(p) for p in c.parameters()] == [id(p) for p in net.parameters()]
+    for _ in range(4):
+        x = k(rng.standard_normal((5, 4)).astype(np.float32))
+        np.testing.assert_allclose(c(x).numpy(), net(x).numpy(), rtol=1e-6)
+    assert any(tr["replays"] > 0 for tr in kiln.explain().traces)
+    other = kiln.compile(Net())
+    other.load_state_dict(c.state_dict())
+    np.testing.assert_array_equal(other.fc.weight.numpy(), net.fc.weight.numpy())
+    c.eval()
+    assert net.training is False
+    kiln.reset()
