@@ -124,13 +124,16 @@ def test_pixel_shuffle_matches_torch(rng, r, shape):
     check(rng, kiln.nn.PixelUnshuffle(r), torch.nn.PixelUnshuffle(r), un_shape)
 
 
-@pytest.mark.parametrize("cls,shape", [("Dropout1d", (4, 16, 9)), ("Dropout2d", (4, 16, 3, 3)),
-                                       ("Dropout2d", (16, 3, 3))])
-def test_channel_dropout(rng, cls, shape):
+@pytest.mark.filterwarnings("ignore:dropout2d")
+@pytest.mark.parametrize("cls,shape,group", [("Dropout1d", (4, 16, 9), 9),
+                                             ("Dropout2d", (4, 16, 3, 3), 9),
+                                             ("Dropout2d", (16, 5, 3), 3)])
+def test_channel_dropout(rng, cls, shape, group):
+    """Whole channels (PyTorch's: for 3-D input Dropout2d drops (N, C) rows) zeroed."""
     m = getattr(kiln.nn, cls)(p=0.4)
     x = rng.standard_normal(shape).astype(np.float32) + 5.0
     y = m(k(x)).numpy()
-    per = y.reshape(-1, int(np.prod(shape[-1 if cls == "Dropout1d" else -2:])))
+    per = y.reshape(-1, group)
     xs = x.reshape(per.shape)
     zero = np.all(per == 0, axis=1)
     np.testing.assert_allclose(per[~zero], xs[~zero] / 0.6, rtol=1e-6)  # scaled survivors

@@ -282,5 +282,17 @@ def dropout1d(input, p=0.5, training=True, inplace=False):
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zeroes whole channels of (N, C, H, W) / (C, H, W) input with probability p."""
+    """Zeroes whole channels of (N, C, H, W) input with probability p. 3-D input is
+    taken as (N, C, L), with PyTorch's warning (its channel-wise 1-D behaviour)."""
+    if input.ndim == 3:
+        import warnings
+
+        warnings.warn("dropout2d: Received a 3D input to dropout2d and assuming that "
+                      "channel-wise 1D dropout behavior is desired - input is interpreted as "
+                      "shape (N, C, L), where C is the channel dim. This behavior will change "
+                      "in a future release to interpret the input as one without a batch "
+                      "dimension, i.e. shape (C, H, W). To maintain the 1D channel-wise "
+                      "dropout behavior, please switch to using dropout1d instead.",
+                      stacklevel=2)
+        return _channel_dropout(input, p, training, inplace, 1, "dropout2d")
     return _channel_dropout(input, p, training, inplace, 2, "dropout2d")

@@ -17,6 +17,9 @@ from .upsampling import (
 from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .batchnorm import BatchNorm1d, BatchNorm2d
 from .instancenorm import InstanceNorm1d, InstanceNorm2d
+from .transformer import (
+    Transformer, TransformerDecoder, TransformerDecoderLayer, TransformerEncoder,
+    TransformerEncoderLayer)
 from .rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from .loss import (
     BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss, MSELoss,
@@ -35,5 +38,6 @@ __all__ = [
     "ReLU6", "Softmin", "Softplus", "Softshrink", "Softsign", "Tanhshrink", "Threshold",
     "PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingBilinear2d",
     "UpsamplingNearest2d", "BCELoss", "HuberLoss", "KLDivLoss", "L1Loss", "NLLLoss",
-    "SmoothL1Loss",
+    "SmoothL1Loss", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
+    "TransformerEncoder", "TransformerEncoderLayer",
 ]
