@@ -72,6 +72,7 @@ from ._tracer import (  # noqa: E402,F401  (the tracer: regions, compile, explai
     set_tracing,
 )
 from ._random import *  # noqa: E402,F401,F403  (seeding, randint, default dtype)
+from ._composites import *  # noqa: E402,F401,F403  (isfinite, floor, logsumexp, flip, ...)
 from ._settings import (  # noqa: E402,F401
     are_deterministic_algorithms_enabled,
     get_float32_matmul_precision,
@@ -83,7 +84,7 @@ from ._plot import plot_warmup  # noqa: E402,F401
 from . import autograd, optim, utils  # noqa: E402,F401
 from . import cuda  # noqa: E402
 from . import nn  # noqa: E402
-from . import amp, backends, cpu, distributed  # noqa: E402,F401
+from . import amp, backends, cpu, distributed, linalg  # noqa: E402,F401
 from .amp import autocast  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from .amp.autocast_mode import (  # noqa: E402,F401

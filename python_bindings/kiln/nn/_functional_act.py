@@ -15,8 +15,8 @@ def log1p(u):
     """log(1 + u), accurate for small u: log(w) * u / (w - 1) with w = 1 + u."""
     w = 1.0 + u
     d = w - 1.0
-    tiny = d == 0
-    return _C.where(tiny, u, _C.log(w) * u / _C.where(tiny, 1.0, d))
+    plain = (d == 0) | (w == float("inf"))  # log1p(u) = u there, or inf
+    return _C.where(plain, _C.where(d == 0, u, w), _C.log(w) * u / _C.where(plain, 1.0, d))
 
 
 def expm1(x):
