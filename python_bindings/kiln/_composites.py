@@ -562,3 +562,22 @@ Tensor.__mod__ = remainder
 Tensor.__rmod__ = lambda self, other: remainder(other, self)
 Tensor.true_divide = lambda self, other: _C.div(self, other)
 del _name, _fn
+
+
+def _with_alpha(op):
+    """input op alpha * other, PyTorch's alpha keyword (add, sub and their in-place forms)."""
+
+    def method(self, other, *, alpha=1, **kwargs):
+        return op(self, other if alpha == 1 else other * alpha, **kwargs)
+
+    method.__name__ = getattr(op, "__name__", "op")
+    return method
+
+
+for _name in ("add", "sub", "add_", "sub_"):
+    setattr(Tensor, _name, _with_alpha(getattr(Tensor, _name)))
+add = _with_alpha(_C.add)
+sub = _with_alpha(_C.sub)
+subtract = sub
+__all__ += ["add", "sub", "subtract"]
+del _name
