@@ -287,3 +287,123 @@ def superres_train(torch, model, data):
         mse = criterion(model(lo), hi)
         losses.append((10 * torch.log10(1 / mse)).item())
     return losses
+
+
+# ---- a seq2seq Transformer (the translation tutorial's shape)
+
+PAD = 0
+
+
+def seq2seq_build(torch):
+    nn = torch.nn
+    vocab, d_model, max_len = 12, 16, 20
+
+    class PositionalEncoding(nn.Module):
+        def __init__(self):
+            super().__init__()
+            position = torch.arange(max_len).unsqueeze(1)
+            div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            pe = torch.zeros(max_len, 1, d_model)
+            pe[:, 0, 0::2] = torch.sin(position * div_term)
+            pe[:, 0, 1::2] = torch.cos(position * div_term)
+            self.register_buffer("pe", pe)
+
+        def forward(self, x):
+            return x + self.pe[:x.size(0)]
+
+    class Seq2Seq(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.src_emb = nn.Embedding(vocab, d_model)
+            self.tgt_emb = nn.Embedding(vocab, d_model)
+            self.pos = PositionalEncoding()
+            self.transformer = nn.Transformer(d_model, 2, 2, 2, 32, dropout=0.0)
+            self.generator = nn.Linear(d_model, vocab)
+
+        def forward(self, src, tgt):
+            tgt_mask = self.transformer.generate_square_subsequent_mask(tgt.size(0))
+            src_pad = (src == PAD).transpose(0, 1)
+            tgt_pad = (tgt == PAD).transpose(0, 1)
+            scale = math.sqrt(d_model)
+            out = self.transformer(self.pos(self.src_emb(src) * scale),
+                                   self.pos(self.tgt_emb(tgt) * scale), tgt_mask=tgt_mask,
+                                   src_key_padding_mask=src_pad, tgt_key_padding_mask=tgt_pad,
+                                   memory_key_padding_mask=src_pad)
+            return self.generator(out)
+
+    return Seq2Seq()
+
+
+def seq2seq_train(torch, model, data):
+    src, tgt = torch.tensor(data["src"]), torch.tensor(data["tgt"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    noam = lambda step: 16 ** -0.5 * min((step + 1) ** -0.5, (step + 1) * 4 ** -1.5)  # noqa
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, noam)
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
+    losses = []
+    for _ in range(6):
+        model.train()
+        logits = model(src, tgt[:-1])
+        optimizer.zero_grad()
+        loss = loss_fn(logits.reshape(-1, logits.shape[-1]), tgt[1:].reshape(-1))
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    return losses
+
+
+# ---- a VAE (the VAE example's shape; its noise comes from data["noise"] so both runs
+# draw the same numbers)
+
+def vae_build(torch):
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class VAE(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(64, 32)
+            self.fc21 = nn.Linear(32, 8)
+            self.fc22 = nn.Linear(32, 8)
+            self.fc3 = nn.Linear(8, 32)
+            self.fc4 = nn.Linear(32, 64)
+            self.randn_like = torch.randn_like
+
+        def encode(self, x):
+            h1 = F.relu(self.fc1(x))
+            return self.fc21(h1), self.fc22(h1)
+
+        def reparameterize(self, mu, logvar):
+            std = torch.exp(0.5 * logvar)
+            eps = self.randn_like(std)
+            return mu + eps * std
+
+        def decode(self, z):
+            return torch.sigmoid(self.fc4(F.relu(self.fc3(z))))
+
+        def forward(self, x):
+            mu, logvar = self.encode(x.view(-1, 64))
+            z = self.reparameterize(mu, logvar)
+            return self.decode(z), mu, logvar
+
+    return VAE()
+
+
+def vae_train(torch, model, data):
+    F = torch.nn.functional
+    noise = iter(data["noise"])
+    model.randn_like = lambda like: torch.tensor(next(noise))
+    x = torch.tensor(data["x"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(len(data["noise"])):
+        optimizer.zero_grad()
+        recon, mu, logvar = model(x)
+        bce = F.binary_cross_entropy(recon, x.view(-1, 64), reduction="sum")
+        kld = -0.5 * torch.sum(1 + logvar - mu.pow(2) - logvar.exp())
+        loss = bce + kld
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses

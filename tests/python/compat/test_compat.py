@@ -4,7 +4,8 @@ model through load_state_dict) and data: losses at every step and the final weig
 agree. Together they use DataLoader, BatchNorm, Dropout2d, AdaptiveAvgPool2d,
 schedulers (StepLR, OneCycleLR), SGD / Adam / AdamW with parameter groups, LSTM,
 Embedding, clip_grad_norm_, manual p.data updates, torch.save / torch.load of a
-state_dict, weight tying, masked_fill, split, PixelShuffle, orthogonal_ and compile."""
+state_dict, weight tying, masked_fill, split, PixelShuffle, orthogonal_, compile,
+nn.Transformer with padding masks, label smoothing, LambdaLR, and a VAE's losses."""
 
 import numpy as np
 import pytest
@@ -27,9 +28,14 @@ def run_both(name, data, rtol=2e-4, atol=2e-5):
     k_losses = train(kiln, km, data)
     np.testing.assert_allclose(k_losses, t_losses, rtol=rtol, atol=atol)
     for key, value in tm.state_dict().items():
-        np.testing.assert_allclose(km.state_dict()[key].numpy().astype(np.float64),
-                                   value.numpy().astype(np.float64), rtol=rtol * 10,
-                                   atol=atol * 10, err_msg=key)
+        got = km.state_dict()[key].numpy().astype(np.float64)
+        want = value.numpy().astype(np.float64)
+        if key.endswith("in_proj_bias"):
+            # the key bias shifts every score of a query equally: softmax cancels it, its
+            # gradient is rounding noise, and Adam turns noise into lr-sized steps
+            e = want.shape[0] // 3
+            got, want = np.delete(got, np.s_[e:2 * e]), np.delete(want, np.s_[e:2 * e])
+        np.testing.assert_allclose(got, want, rtol=rtol * 10, atol=atol * 10, err_msg=key)
     return k_losses
 
 
@@ -57,7 +63,22 @@ def test_super_resolution(rng):
     run_both("superres", {"lo": lo, "hi": hi}, rtol=5e-4, atol=5e-5)
 
 
-@pytest.mark.parametrize("name", ["cnn", "lstm", "gpt", "superres"])
+def test_seq2seq_transformer(rng):
+    src = rng.integers(1, 12, (7, 3))
+    tgt = rng.integers(1, 12, (6, 3))
+    src[-2:, 0] = 0  # padding
+    tgt[-1:, 1] = 0
+    losses = run_both("seq2seq", {"src": src, "tgt": tgt}, rtol=5e-4, atol=5e-5)
+    assert losses[-1] < losses[0]
+
+
+def test_vae(rng):
+    data = {"x": rng.random((10, 64)).astype(np.float32),
+            "noise": [rng.standard_normal((10, 8)).astype(np.float32) for _ in range(5)]}
+    run_both("vae", data, rtol=5e-4, atol=5e-3)
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm", "gpt", "superres", "seq2seq", "vae"])
 def test_program_builds_the_same_parameter_names(name):
     build = getattr(programs, name + "_build")
     assert [n for n, _ in build(kiln).named_parameters()] == \
