@@ -4,8 +4,9 @@ dtype (kiln.set_default_dtype / get_default_dtype) with the factories that honou
 
 kiln's random numbers come from one Philox stream per thread (kiln.rand / randn, the C++
 runtime), reseeded by kiln.manual_seed. A kiln.Generator is a seed holder: passed as
-``generator=`` to randint / randperm / the DataLoader's samplers, it gives its own
-reproducible stream (numpy's Philox, seeded from it) without touching the global one.
+``generator=`` to rand / randn / randint / randperm / the DataLoader's samplers, it
+gives its own reproducible stream (numpy's Philox, seeded from it, drawn on the host)
+without touching the global one.
 """
 
 import builtins
@@ -159,14 +160,32 @@ def get_default_dtype():
 def _with_default(name):
     op = getattr(_C, name)
 
-    def factory(*args, dtype=None, **kwargs):
+    def factory(*args, dtype=None, generator=None, **kwargs):
         if dtype is None:
             dtype = _functions._DEFAULT_FLOAT
+        if generator is not None:
+            return _from_generator(name, generator, args, dtype, kwargs)
         return op(*args, dtype=dtype, **kwargs)
 
     factory.__name__ = name
     factory.__doc__ = f"kiln.{name}; dtype defaults to kiln.get_default_dtype()."
     return factory
+
+
+def _from_generator(name, generator, args, dtype, kwargs):
+    """rand / randn drawn from a kiln.Generator's own stream (on the host)."""
+    if name not in ("rand", "randn"):
+        raise TypeError(f"{name}() got an unexpected keyword argument 'generator'")
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{name}(): generator must be a kiln.Generator, got "
+                        f"{type(generator).__name__}")
+    size = _size_arg(name, args)
+    rng = generator._numpy()
+    values = rng.random(size) if name == "rand" else rng.standard_normal(size)
+    out = _functions.tensor(values, dtype=dtype, device=kwargs.get("device"))
+    if kwargs.get("requires_grad"):
+        out.requires_grad_(True)
+    return out
 
 
 empty = _with_default("empty")

@@ -207,6 +207,13 @@ def test_manual_seed_generator_randint_randperm():
     g1, g2 = kiln.Generator().manual_seed(7), kiln.Generator().manual_seed(7)
     np.testing.assert_array_equal(kiln.randperm(50, generator=g1).numpy(),
                                   kiln.randperm(50, generator=g2).numpy())
+    g1.manual_seed(3)
+    g2.manual_seed(3)
+    for fn in (kiln.rand, kiln.randn):
+        a, b = fn(4, 5, generator=g1), fn((4, 5), generator=g2)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert a.dtype == kiln.float32 and tuple(a.shape) == (4, 5)
+    assert 0 <= kiln.rand(100, generator=g1).numpy().min()
     p = kiln.randperm(100).numpy()
     np.testing.assert_array_equal(np.sort(p), np.arange(100))
     with pytest.raises(RuntimeError, match="randint"):
