@@ -139,7 +139,8 @@ def test_eye_and_in_place_fills():
     assert_close(a.fill_diagonal_(1.0, wrap=True), b.fill_diagonal_(1.0, wrap=True))
     a, b = kiln.ones(3, 4), torch.ones(3, 4)
     idx = [0, 2]
-    assert_close(a.index_fill_(1, kiln.tensor(idx), -1.0), b.index_fill_(1, torch.tensor(idx), -1.0))
+    assert_close(a.index_fill_(1, kiln.tensor(idx), -1.0),
+                 b.index_fill_(1, torch.tensor(idx), -1.0))
     x = kiln.tensor([1.5, -2.5, 0.3])
     x.floor_()
     np.testing.assert_array_equal(x.numpy(), [1.0, -3.0, 0.0])

@@ -53,7 +53,8 @@ def test_activation_modules_match_torch(rng, name, kwargs, dtype):
     km.to(getattr(kiln, dtype))
     km.load_state_dict(tm.state_dict())
     tol = TOL[dtype]
-    if name == "Hardsigmoid" and dtype == "float64":  # torch's backward multiplies by a float32 1/6, also in float64
+    if name == "Hardsigmoid" and dtype == "float64":
+        # torch's backward multiplies by a float32 1/6, also in float64
         tol = dict(rtol=1e-7, atol=1e-12)
     check(rng, km, tm, (3, 4, 6), dtype, tol=tol)
     for kp, tp in zip(km.parameters(), tm.parameters()):  # PReLU's weight
@@ -70,7 +71,8 @@ def test_activations_near_zero_and_large(rng):
 
 @pytest.mark.parametrize("kwargs,shape", [
     (dict(kernel_size=3), (2, 3, 9)), (dict(kernel_size=4, stride=2, padding=1), (2, 3, 10)),
-    (dict(kernel_size=5, padding="same"), (1, 3, 8)), (dict(kernel_size=3, padding="valid"), (3, 7)),
+    (dict(kernel_size=5, padding="same"), (1, 3, 8)),
+    (dict(kernel_size=3, padding="valid"), (3, 7)),
     (dict(kernel_size=3, padding=2, padding_mode="reflect"), (2, 3, 6)),
     (dict(kernel_size=3, padding=1, padding_mode="replicate", bias=False), (2, 3, 6)),
     (dict(kernel_size=3, padding=2, padding_mode="circular"), (2, 3, 6))])

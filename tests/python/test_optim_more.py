@@ -155,8 +155,8 @@ def _sched_pair(name, kwargs, opt_name="SGD", opt_kwargs=None):
     km, tm = make_models()
     kopt = getattr(kiln.optim, opt_name)(km.parameters(), **opt_kwargs)
     topt = getattr(torch.optim, opt_name)(tm.parameters(), **opt_kwargs)
-    ks = getattr(kiln.optim.lr_scheduler, name)(kopt, **kwargs(kiln) if callable(kwargs) else kwargs)
-    ts = getattr(torch.optim.lr_scheduler, name)(topt, **kwargs(torch) if callable(kwargs) else kwargs)
+    ks = getattr(kiln.optim.lr_scheduler, name)(kopt, **kwargs)
+    ts = getattr(torch.optim.lr_scheduler, name)(topt, **kwargs)
     return km, tm, kopt, topt, ks, ts
 
 

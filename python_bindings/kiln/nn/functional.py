@@ -10,7 +10,8 @@ from .. import _autocast, _functions
 from .. import _kiln as _C
 from ._functional_act import *  # noqa: F401,F403
 from ._functional_act import __all__ as _act_all
-from ._functional_norm import batch_norm, group_norm, instance_norm, normalize, rms_norm  # noqa: F401
+from ._functional_norm import (  # noqa: F401
+    batch_norm, group_norm, instance_norm, normalize, rms_norm)
 from ._functional_spatial import *  # noqa: F401,F403
 from ._functional_spatial import __all__ as _spatial_all
 
