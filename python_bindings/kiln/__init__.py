@@ -71,11 +71,27 @@ from ._tracer import (  # noqa: E402,F401  (the tracer: regions, compile, explai
     set_config,
     set_tracing,
 )
+from ._random import *  # noqa: E402,F401,F403  (seeding, randint, default dtype)
+from ._composites import *  # noqa: E402,F401,F403  (isfinite, floor, logsumexp, flip, ...)
+from ._settings import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled,
+    get_float32_matmul_precision,
+    set_float32_matmul_precision,
+    use_deterministic_algorithms,
+)
 from ._profiler import profile  # noqa: E402,F401  (kiln.profile(): the profiler)
 from ._plot import plot_warmup  # noqa: E402,F401
 from . import autograd, optim, utils  # noqa: E402,F401
 from . import cuda  # noqa: E402
 from . import nn  # noqa: E402
+from . import amp, backends, cpu, distributed, linalg  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
+from .amp.autocast_mode import (  # noqa: E402,F401
+    get_autocast_dtype,
+    is_autocast_cpu_enabled,
+    is_autocast_enabled,
+)
 
 # ---- aliases that shadow builtins (defined last so the code above sees the builtins)
 bool = _C.bool  # noqa: A001

@@ -14,7 +14,7 @@ __all__ = [
     "max", "min", "argmin", "var", "std", "clip", "concat", "concatenate",
     "is_tensor", "is_floating_point", "numel", "no_grad", "inference_mode",
     "set_grad_enabled", "enable_grad", "is_grad_enabled", "movedim", "masked_fill", "triu",
-    "tril",
+    "tril", "matmul",
 ]
 
 _DEFAULT_FLOAT = _C.float32
@@ -200,6 +200,7 @@ def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     return _tensor.std(input, dim, unbiased, keepdim, correction=correction)
 
 
+matmul = _tensor.matmul
 clip = _C.clamp
 concat = _C.cat
 concatenate = _C.cat
@@ -294,5 +295,33 @@ class enable_grad(_GradMode):
         super().__init__(True)
 
 
-inference_mode = no_grad
+class inference_mode(_GradMode):
+    """inference_mode(mode=True): like no_grad when mode is True (kiln has no separate
+    inference tensors); inference_mode(False) leaves grad mode as it is. Usable bare as
+    a decorator too (@kiln.inference_mode)."""
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):
+            return cls(True)(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode=True):
+        super().__init__(False)
+        self.enabled = bool(mode)
+
+    def __enter__(self):
+        self.prev = _C.is_grad_enabled()
+        if self.enabled:
+            _C.set_grad_enabled_(False)
+        return self
+
+    def __call__(self, fn):
+        enabled = self.enabled
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with inference_mode(enabled):
+                return fn(*args, **kwargs)
+
+        return wrapper
 is_grad_enabled = _C.is_grad_enabled

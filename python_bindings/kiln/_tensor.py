@@ -7,6 +7,7 @@ this module adds ``shape``/``size()``, ``to(...)``, ``max``/``min`` returning
 
 import collections
 
+from . import _autocast
 from . import _kiln as _C
 from ._kiln import Tensor
 from ._size import Size
@@ -411,7 +412,18 @@ Tensor.__or__ = Tensor.__ror__ = _or
 Tensor.__xor__ = Tensor.__rxor__ = _xor
 Tensor.__invert__ = _invert
 Tensor.logical_not = _invert
-Tensor.__rmatmul__ = lambda self, other: _C.matmul(other, self)
+_matmul = _C.matmul
+
+
+def matmul(input, other):
+    """input @ other; inside an autocast region both sides in its dtype."""
+    if _autocast._active[0]:
+        input, other = _autocast.lower(input, other)
+    return _matmul(input, other)
+
+
+Tensor.__matmul__ = Tensor.matmul = matmul
+Tensor.__rmatmul__ = lambda self, other: matmul(other, self)
 
 # In-place forms of the pointwise unary ops of the op table (x.exp_(), x.sigmoid_(), ...)
 for _name, _family in _C._op_table():
@@ -421,3 +433,36 @@ for _name, _family in _C._op_table():
 
         _inplace.__name__ = _name + "_"
         setattr(Tensor, _name + "_", _inplace)
+
+
+def _deepcopy(self, memo):
+    """copy.deepcopy(t): a new tensor with t's values, requires_grad and Python
+    attributes (so deepcopy of a Module copies its Parameters as Parameters)."""
+    if id(self) in memo:
+        return memo[id(self)]
+    from ._functions import no_grad
+
+    with no_grad():
+        result = self.detach().clone()
+    if self.requires_grad:
+        result.requires_grad_(True)
+    memo[id(self)] = result
+    for key, value in self.__dict__.items():
+        setattr(result, key, value)
+    return result
+
+
+Tensor.__deepcopy__ = _deepcopy
+Tensor.__copy__ = lambda self: self  # copy.copy shares, as for other Python objects
+
+
+@_method
+def pin_memory(self, device=None):
+    """kiln has no pinned host memory: the tensor itself (copies to a GPU are staged by
+    the runtime)."""
+    return self
+
+
+@_method
+def is_pinned(self, device=None):
+    return False

@@ -73,11 +73,20 @@ def compile(fn=None, *, warmup=None, fullgraph=False, mode="default", name=None)
     Each call runs fn; its op stream is recorded, compiled after ``warmup`` calls and
     replayed lazily from then on (safe whatever fn does between ops). mode is accepted
     for PyTorch compatibility; every mode currently replays this way.
+
+    An nn.Module comes back wrapped as PyTorch's does (OptimizedModule): the module
+    at ``_orig_mod``, its attributes forwarded, state_dict keys prefixed ``_orig_mod.``.
     """
     if mode not in _MODES:
         raise ValueError(f"[compile] mode must be one of {_MODES}, got {mode!r}")
 
     def decorate(f):
+        from .nn.modules.module import Module
+
+        if isinstance(f, Module):
+            from ._compiled_module import OptimizedModule
+
+            return OptimizedModule(f, region(name or type(f).__name__, warmup, fullgraph))
         if not callable(f):
             raise TypeError(f"[compile] expected a callable, got {type(f).__name__}")
         label = name or getattr(f, "__qualname__", getattr(f, "__name__", "compiled"))

@@ -6,15 +6,23 @@ the tracer sees the ops one by one.
 
 import math
 
-from .. import _functions
+from .. import _autocast, _functions
 from .. import _kiln as _C
+from ._functional_act import *  # noqa: F401,F403
+from ._functional_act import __all__ as _act_all
+from ._functional_norm import (  # noqa: F401
+    batch_norm, group_norm, instance_norm, normalize, rms_norm)
+from ._functional_spatial import *  # noqa: F401,F403
+from ._functional_spatial import __all__ as _spatial_all
 
 __all__ = [
     "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
     "layer_norm", "linear", "dropout", "conv2d", "max_pool2d", "avg_pool2d",
     "cross_entropy", "nll_loss", "mse_loss", "embedding", "one_hot",
     "scaled_dot_product_attention", "binary_cross_entropy_with_logits", "binary_cross_entropy",
-]
+    "batch_norm", "instance_norm", "group_norm", "rms_norm", "normalize",
+    "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+] + _act_all + _spatial_all
 
 
 def _in_place_ok(input):
@@ -76,6 +84,8 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 def linear(input, weight, bias=None):
     """input @ weight.T + bias (weight: [out_features, in_features])."""
+    if _autocast._active[0]:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _C.linear(input, weight, bias)
 
 
@@ -106,6 +116,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _check_unit("groups", "conv2d", groups, 1)
     if isinstance(padding, str):
         raise _C.KilnValueError(f"[conv2d] padding='{padding}' is not supported; give ints")
+    if _autocast._active[0]:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _C.conv2d(input, weight, bias, stride, padding)
 
 
@@ -172,6 +184,8 @@ def _reduce(loss, reduction, weight_sum=None):
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """Negative log likelihood of log-probabilities input (N, C[, d...]) at class
     indices target (N[, d...]); 'mean' averages over the non-ignored targets (weighted)."""
+    if _autocast._active[0]:
+        input, weight = _autocast.float32(input, weight)
     out_shape = tuple(target.shape)
     logp = _class_dim_last(input)
     tgt = target.reshape(-1)
@@ -207,6 +221,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     floating target of input's shape is taken as class probabilities. label_smoothing
     follows PyTorch: (1 - s) * nll + s / C * (the smoothing term -sum_c w_c log p_c,
     zero at ignored targets, reduced like nll: 'mean' divides by the targets' weight)."""
+    if _autocast._active[0]:
+        input, target, weight = _autocast.float32(input, target, weight)
     class_dim = 0 if input.ndim == 1 else 1
     num_classes = input.shape[class_dim]
     logp = _C.log_softmax(input, class_dim)
@@ -237,6 +253,9 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
                                      pos_weight=None):
     """BCE of sigmoid(input) against target in the stable form
     max(x, 0) - x * y + log(1 + exp(-|x|)) (ops/losses.cpp)."""
+    if _autocast._active[0]:
+        input, target, weight, pos_weight = _autocast.float32(input, target, weight,
+                                                               pos_weight)
     if weight is None and pos_weight is None:
         return _C.binary_cross_entropy_with_logits(input, target, reduction)
     log_sig = -_C.binary_cross_entropy_with_logits(input, _functions.ones_like(input), "none")
@@ -250,6 +269,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
 
 def binary_cross_entropy(input, target, weight=None, reduction="mean"):
     """-(y log p + (1 - y) log(1 - p)) with the logs clamped at -100 like PyTorch."""
+    if _autocast._active[0]:
+        input, target, weight = _autocast.float32(input, target, weight)
     loss = -(target * _C.clamp(_C.log(input), -100.0, None)
              + (1 - target) * _C.clamp(_C.log(1 - input), -100.0, None))
     if weight is not None:
@@ -258,6 +279,8 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):
 
 
 def mse_loss(input, target, reduction="mean"):
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
     d = input - target
     return _reduce(d * d, reduction)
 
@@ -281,3 +304,64 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p:
         attn = dropout(attn, dropout_p)
     return attn @ value
+
+
+def _check_same_shape(op, input, target):
+    if tuple(input.shape) != tuple(target.shape):
+        import warnings
+
+        warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the "
+                      f"input size ({list(input.shape)}) in {op}. This will likely lead to "
+                      "incorrect results due to broadcasting. Please ensure they have the same "
+                      "size.", stacklevel=3)
+
+
+def l1_loss(input, target, reduction="mean"):
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    _check_same_shape("l1_loss", input, target)
+    return _reduce(_C.abs(input - target), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta)."""
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    _check_same_shape("huber_loss", input, target)
+    d = _C.abs(input - target)
+    return _reduce(_C.where(d < delta, 0.5 * d * d, delta * (d - 0.5 * delta)), reduction)
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (beta=0: l1_loss)."""
+    if beta < 0:
+        raise _C.KilnRuntimeError("smooth_l1_loss does not support negative values for beta.")
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    _check_same_shape("smooth_l1_loss", input, target)
+    d = _C.abs(input - target)
+    if beta == 0:
+        return _reduce(d, reduction)
+    return _reduce(_C.where(d < beta, 0.5 * d * d / beta, d - 0.5 * beta), reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """Pointwise KL divergence of log-probabilities input from target (probabilities, or
+    log-probabilities when log_target); 'batchmean' divides the sum by the batch size."""
+    if _autocast._active[0]:
+        input, target = _autocast.float32(input, target)
+    if log_target:
+        loss = _C.exp(target) * (target - input)
+    else:
+        pos = target > 0
+        loss = _C.where(pos, target * _C.log(_C.where(pos, target, 1.0)), 0.0) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / (input.shape[0] if input.ndim else 1)
+    if reduction == "mean":
+        import warnings
+
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.'mean' will be changed to behave the same as "
+                      "'batchmean' in the next major release.", stacklevel=2)
+    return _reduce(loss, reduction)

@@ -1,0 +1,5 @@
+"""kiln.nn.utils: gradient clipping and parameter <-> vector conversions, as
+torch.nn.utils."""
+
+from .clip_grad import clip_grad_norm_, clip_grad_value_  # noqa: F401
+from .convert_parameters import parameters_to_vector, vector_to_parameters  # noqa: F401
