@@ -130,7 +130,7 @@ void format_values(std::ostringstream& os, const std::vector<double>& values, co
 
 std::string Tensor::str(std::source_location loc) const {
   if (!defined()) return "tensor(undefined)";
-  lazy::sync("str()", SourceSite::from(loc));
+  lazy::sync("printing a tensor", SourceSite::from(loc));
   std::vector<double> values = to_vector<double>(loc);
   std::ostringstream os;
   os << "tensor(";

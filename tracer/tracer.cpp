@@ -63,7 +63,8 @@ bool Tracer::loops_allowed() const {
 bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                     Tensor* result) {
   if (call.op == OpId::ToDevice && meta.device.is_cpu() && !call.inputs[0].device().is_cpu()) {
-    on_sync(BreakCause{BreakReason::CopyToHost, ".cpu() / .to(\"cpu\")"}, current_site());
+    on_sync(BreakCause{BreakReason::CopyToHost, "a copy to the host (.cpu() / .to(\"cpu\"))"},
+            current_site());
     return false;  // runs eagerly, outside any trace
   }
   if (walk_.mode == WalkMode::EagerSingle) {

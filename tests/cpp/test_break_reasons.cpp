@@ -139,7 +139,7 @@ std::vector<std::string> expected_text(BreakReason reason) {
     case BreakReason::MemoryExport:
       return {"__dlpack__() hands a tensor's memory to another library"};
     case BreakReason::CopyToHost:
-      return {".cpu() / .to(\"cpu\") copies a tensor to the host"};
+      return {"a copy to the host (.cpu() / .to(\"cpu\")) copies a tensor to the host"};
     case BreakReason::TraceTooLong:
       return {"the trace reached the maximum length of 4 ops"};
     case BreakReason::UserException:
@@ -198,7 +198,7 @@ TEST(BreakReasonTable, RowsAreWellFormed) {
     const BreakCause cause{reason, at == std::string::npos ? "" : "DETAIL"};
     const std::string message = cause.message();
     EXPECT_FALSE(contains(message, "{}"));
-    if (at != std::string::npos) EXPECT_TRUE(contains(message, "DETAIL"));
+    EXPECT_EQ(contains(message, "DETAIL"), at != std::string::npos);
     EXPECT_NO_THROW(tr::check_break_cause(cause, tr::break_reason_phase(reason)));
     // A detail where the row has none (or none where it wants one) is refused.
     const BreakCause wrong{reason, at == std::string::npos ? "DETAIL" : ""};
