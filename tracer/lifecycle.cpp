@@ -1,7 +1,5 @@
 #include "tracer/lifecycle.h"
 
-#include <chrono>
-
 #include "runtime/error.h"
 #include "tracer/config.h"
 #include "tracer/profiler.h"
@@ -12,12 +10,6 @@
 namespace kiln::tracer {
 namespace {
 
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 // Makes the CompiledTrace of the walk's path (hot), or nullptr when no backend takes it.
 std::shared_ptr<CompiledTrace> compile_path(const TraceTree& tree, const TraceLifecycle& lifecycle,
                                             const Walk& walk) {
@@ -25,9 +17,9 @@ std::shared_ptr<CompiledTrace> compile_path(const TraceTree& tree, const TraceLi
   const int trace_id = lifecycle.compiles() == 0 ? tree.next_trace_id : lifecycle.first_trace_id();
   profiler::Span span(profiler::Kind::Compile, Device(DeviceType::CPU),
                       [&] { return detail::cat("compile trace ", trace_id); });
-  const int64_t start = now_ns();
+  const int64_t start = trace_clock_ns();
   std::unique_ptr<Executable> executable = compile_trace(program);
-  const double compile_ms = (now_ns() - start) / 1e6;
+  const double compile_ms = (trace_clock_ns() - start) / 1e6;
   if (!executable) return nullptr;
   if (profiler::Event* e = span.event()) {
     e->trace_id = trace_id;

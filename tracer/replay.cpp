@@ -1,7 +1,5 @@
 #include "tracer/replay.h"
 
-#include <chrono>
-
 #include "runtime/error.h"
 #include "tracer/config.h"
 #include "tracer/profiler.h"
@@ -9,16 +7,6 @@
 #include "tracer/verify.h"
 
 namespace kiln::tracer {
-namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
 void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
   const CompiledTrace& compiled = *node.compiled;
   lazy::tls_pending = false;
@@ -36,9 +24,9 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
       e->kernels = compiled.executable->kernel_count();
       e->ops = static_cast<int>(compiled.program.ops.size());
     }
-    const int64_t start = now_ns();
+    const int64_t start = trace_clock_ns();
     compiled.executable->run(walk.externals, walk.scalars, values, wanted);
-    statistics.replay_ns += now_ns() - start;
+    statistics.replay_ns += trace_clock_ns() - start;
     statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());
   }
   if (config().verify) verify_replay(compiled, values, reference, walk.outputs);

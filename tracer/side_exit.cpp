@@ -1,20 +1,14 @@
 #include "tracer/side_exit.h"
 
-#include <chrono>
 #include <string>
 
 #include "runtime/error.h"
 #include "tracer/config.h"
 #include "tracer/profiler.h"
+#include "tracer/statistics.h"
 
 namespace kiln::tracer {
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // What a lazy value the user holds points to once the walk that owed it failed.
 struct FailedValue final : PendingValue {
@@ -60,16 +54,16 @@ void side_exit(Walk& walk, const BreakCause& cause) {
 void materialize(Walk& walk, size_t count) {
   lazy::tls_pending = false;
   if (count == 0) return;
-  FlagScope guard(walk.in_boundary);
+  WalkBoundaryScope boundary(walk.in_boundary);
   const TraceProgram program = walk.program();
   profiler::Span span(profiler::Kind::Materialize, program.ops[0].meta.device, [&] {
     return detail::cat("materialize ", count, " op(s) eagerly (trace at ",
                        walk.anchor->lifecycle.site().str(), ")");
   });
   std::vector<Tensor> values;
-  const int64_t start = now_ns();
+  const int64_t start = trace_clock_ns();
   interpret(program, count, walk.externals, walk.scalars, values);
-  walk.eager_ns += now_ns() - start;
+  walk.eager_ns += trace_clock_ns() - start;
   bind_outputs(walk, values);
 }
 

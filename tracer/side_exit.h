@@ -27,17 +27,4 @@ void bind_outputs(const Walk& walk, const std::vector<Tensor>& values);
 // values the user holds that never got one are marked, so reading them is a clear error.
 void fail_pending_values(const Walk& walk, std::exception_ptr error);
 
-// Sets a flag for the duration of a scope (the tracer's re-entrancy guard).
-class FlagScope {
- public:
-  explicit FlagScope(bool& flag) : flag_(flag), saved_(flag) { flag_ = true; }
-  ~FlagScope() { flag_ = saved_; }
-  FlagScope(const FlagScope&) = delete;
-  FlagScope& operator=(const FlagScope&) = delete;
-
- private:
-  bool& flag_;
-  bool saved_;
-};
-
 }  // namespace kiln::tracer

@@ -3,6 +3,7 @@
 // evictions), and explain() built from them and the trace tree.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,13 @@ namespace kiln::tracer {
 
 struct CompiledTrace;
 struct TraceTree;
+
+// The clock the tracer's times are measured with (steady, ns).
+inline int64_t trace_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct TraceStatistics {
   struct BreakSite {

@@ -1,6 +1,5 @@
 #include "tracer/tracer.h"
 
-#include <chrono>
 #include <optional>
 
 #include "ops/autograd/record.h"
@@ -15,12 +14,6 @@
 
 namespace kiln::tracer {
 namespace {
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 DispatchHook* make_hook() { return &Tracer::current(); }
 void flush_hook() { Tracer::current().flush(); }
@@ -139,7 +132,7 @@ Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tenso
 
 Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                          const TraceOp& op, std::vector<Tensor>& new_externals) {
-  const int64_t start = now_ns();
+  const int64_t start = trace_clock_ns();
   Tensor value;
   if (target) {
     execute_into(call, meta, *target);
@@ -147,7 +140,7 @@ Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tenso
   } else {
     value = execute(call, meta);
   }
-  walk_.eager_ns += now_ns() - start;
+  walk_.eager_ns += trace_clock_ns() - start;
   TraceNode* child = walk_.node->find_child(op);
   if (!child) {
     child = walk_.node->add_child(op);
@@ -186,7 +179,7 @@ void Tracer::begin_walk(const TraceOp& first) {
 
 void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& site) {
   if (!walk_.active()) return;
-  FlagScope guard(walk_.in_boundary);
+  WalkBoundaryScope boundary(walk_.in_boundary);
   const bool is_break = kind == Boundary::Break || kind == Boundary::Abort;
   std::optional<profiler::Span> break_span;
   if (is_break && profiler::tls_active) {

@@ -23,6 +23,22 @@ namespace kiln::tracer {
 // (replaying it cannot beat running it); the walk lasts while the same op repeats.
 enum class WalkMode : uint8_t { Idle, Record, Replay, Eager, EagerSingle };
 
+// Marks the tracer's own work (a boundary, a side exit) for its duration: ops then run
+// untraced (Walk::in_boundary). Nests.
+class WalkBoundaryScope {
+ public:
+  explicit WalkBoundaryScope(bool& in_boundary) : flag_(in_boundary), saved_(in_boundary) {
+    flag_ = true;
+  }
+  ~WalkBoundaryScope() { flag_ = saved_; }
+  WalkBoundaryScope(const WalkBoundaryScope&) = delete;
+  WalkBoundaryScope& operator=(const WalkBoundaryScope&) = delete;
+
+ private:
+  bool& flag_;
+  bool saved_;
+};
+
 // The mode a walk starts in under an anchor: it follows the anchor's TraceState.
 WalkMode walk_mode_for(const Anchor& anchor);
 
