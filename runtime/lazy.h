@@ -35,14 +35,17 @@ namespace lazy {
 extern constinit thread_local bool tls_pending;
 
 // Installed by the tracer. flush runs the pending work; sync additionally reports a
-// trace boundary caused by reading a value on the host (reason: "item()", ...).
+// trace boundary caused by reading a value on the host. `what` names the read ("item()",
+// "numpy()"): the detail of the tracer's HostRead break reason (tracer/break_reasons.def),
+// never a reason of its own.
 using FlushFn = void (*)();
-using SyncFn = void (*)(const char* reason, const SourceSite& site);
+using SyncFn = void (*)(const char* what, const SourceSite& site);
 void set_hooks(FlushFn flush, SyncFn sync);
 
 void flush();  // runs pending lazy work (no-op when none)
-// Called at every host sync point with the user's location; a trace boundary.
-void sync(const char* reason, const SourceSite& site);
+// Called at every host read with what reads ("item()") and the user's location; a trace
+// boundary.
+void sync(const char* what, const SourceSite& site);
 
 // Throws Error: `what` (e.g. "[add] argument 1") has no value to read, because the traced
 // computation that owed it failed (pending->failure(), when known).

@@ -294,7 +294,7 @@ Tensor Tensor::cuda(int index) const { return to(Device(DeviceType::CUDA, index)
 
 template <class T>
 std::vector<T> Tensor::to_vector(std::source_location loc) const {
-  lazy::sync("reading values on the host", SourceSite::from(loc));
+  lazy::sync("to_vector()", SourceSite::from(loc));
   // Every pending value has run now: one still missing is owed by a failed replay.
   if (!impl_->storage) lazy::throw_unavailable("[read] the tensor", impl_->pending.get());
   NoHookScope host_read;  // the copy below is kiln's own work, not the user's op stream
@@ -316,7 +316,7 @@ Scalar Tensor::item(std::source_location loc) const {
              "[item] only a tensor with one element can be converted "
              "to a scalar, got shape ",
              dims_str(sizes()), " (", numel(), " elements)");
-  lazy::sync("item() reads a value on the host", SourceSite::from(loc));
+  lazy::sync("item()", SourceSite::from(loc));
   if (is_floating(dtype())) return Scalar(to_vector<double>(loc)[0]);
   const int64_t v = to_vector<int64_t>(loc)[0];
   if (dtype() == DType::Bool) return Scalar(v != 0);

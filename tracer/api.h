@@ -18,7 +18,7 @@
 #include <utility>
 
 #include "runtime/error.h"
-#include "tracer/recorder.h"
+#include "tracer/tracer.h"
 #include "tracer/report.h"
 
 namespace kiln {
@@ -36,12 +36,15 @@ ExplainReport explain();
 void reset();
 // Runs pending lazy work now (no trace boundary).
 void flush();
+// A host read or memory export that the runtime's lazy::sync does not name (a Sync
+// reason, e.g. BreakReason::MemoryExport with detail "__dlpack__()"): a trace boundary.
+void sync(const BreakCause& cause, const SourceSite& site = {});
 
 class Region {
  public:
   explicit Region(RegionOptions options = {},
                   std::source_location loc = std::source_location::current());
-  ~Region() noexcept(false);  // the exit boundary runs the plan, which may throw
+  ~Region() noexcept(false);  // the exit boundary replays, which may throw
   Region(const Region&) = delete;
   Region& operator=(const Region&) = delete;
 

@@ -1,5 +1,5 @@
-// The interface compiled traces plug into. A TraceProgram is what the recorder hands a
-// backend: the ops of a hot trace with their wiring, how many external inputs and
+// The interface compiled traces plug into. A TraceProgram is what the tracer hands a
+// backend to compile: the ops of a hot trace with their wiring, how many external inputs and
 // scalar arguments it takes, and which values were live (held by the user) at the
 // boundary. A backend turns it into an Executable; the interpreting backend here runs
 // the ops one by one through the eager kernels, the LLVM and CUDA backends (jit/) fuse.

@@ -9,7 +9,7 @@
 #include "runtime/cuda_context.h"
 #include "runtime/error.h"
 #include "runtime/gpu_timer.h"
-#include "tracer/recorder.h"
+#include "tracer/tracer.h"
 
 namespace kiln::profiler {
 
@@ -157,7 +157,7 @@ double Profile::replay_ns_per_op() const {
 
 std::vector<BreakCost> Profile::break_costs() const {
   double per_op = replay_ns_per_op();
-  if (per_op < 0) per_op = tracer::TraceRecorder::current().replay_ns_per_op();
+  if (per_op < 0) per_op = tracer::Tracer::current().replay_ns_per_op();
   std::vector<BreakCost> out;
   for (const Event& e : events_) {
     if (e.kind != Kind::GraphBreak) continue;

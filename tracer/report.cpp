@@ -135,7 +135,8 @@ std::string ExplainReport::json() const {
      << json_list(
             breaks,
             [](const BreakReport& b) {
-              return "{\"reason\": " + quoted(b.reason) + ", \"file\": " + quoted(b.file) +
+              return "{\"reason\": " + quoted(b.reason) + ", \"kind\": " + quoted(b.kind) +
+                     ", \"phase\": " + quoted(b.phase) + ", \"file\": " + quoted(b.file) +
                      ", \"line\": " + std::to_string(b.line) +
                      ", \"function\": " + quoted(b.function) +
                      ", \"count\": " + std::to_string(b.count) +

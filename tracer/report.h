@@ -25,8 +25,10 @@ struct TraceReport {
 };
 
 struct BreakReport {
-  std::string reason;
-  std::string site;  // "train.py:42 (step)"
+  std::string reason;  // the message: "item() reads a value on the host"
+  std::string kind;    // its row in tracer/break_reasons.def: "HostRead"
+  std::string phase;   // the row's phase: "sync" or "record"
+  std::string site;    // "train.py:42 (step)"
   std::string file;
   int line = 0;
   std::string function;
@@ -42,7 +44,7 @@ struct BreakReport {
 // at the measured replay time per op (compiled-trace runs / the ops they covered), at
 // least 0; -1 (unknown) when replay_ns_per_op < 0. An estimate: it assumes the ops
 // around the break would replay at this run's average replay cost per op, and that cost
-// counts the plan's run only, not the per-op dispatch of a lazy walk.
+// counts the compiled trace's run only, not the per-op dispatch of a lazy walk.
 double estimate_saving_ms(double eager_ms, int64_t eager_ops, double replay_ns_per_op);
 
 struct RecompileReport {

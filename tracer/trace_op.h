@@ -1,7 +1,7 @@
 // TraceOp: one recorded op of a trace, with its inputs as references (an external
 // input slot, or the value of an earlier op of the same trace) and, for each external
 // input first used here, the guard it must pass. Scalars are not part of a TraceOp:
-// they are run-time arguments of the plan, so x * 0.5 and x * 0.7 share a trace.
+// they are run-time arguments of the compiled trace, so x * 0.5 and x * 0.7 share a trace.
 #pragma once
 
 #include <string>

@@ -1,56 +1,32 @@
 // The trace tree: a trie of TraceOps under each anchor. An anchor groups the traces that
 // start with the same op at the same place in the program (same op, attributes and
 // wiring, whatever its inputs' shapes); below its root, a path is a trace with its guards,
-// and traces that share a prefix share the walk. A node where traces have ended `warmup`
-// times gets a CompiledTrace; a second compiled variant under an anchor is a recompile.
+// and traces that share a prefix share the walk. A node where traces have ended often
+// enough (lifecycle.h) holds a CompiledTrace; a second compiled variant under an anchor
+// is a recompile. TraceTree is every anchor this thread keeps.
 #pragma once
 
-#include <chrono>
 #include <memory>
-#include <string>
 #include <vector>
 
-#include "tracer/backend.h"
-#include "tracer/user_site.h"
+#include "tracer/compiled_trace.h"
+#include "tracer/lifecycle.h"
 
 namespace kiln::tracer {
-
-// An immutable compiled trace (the captured artifact), apart from the recorder's state.
-struct CompiledTrace {
-  int id = 0;
-  int generation = 0;  // 0 for the first compile under an anchor, then 1, 2, ... (recompiles)
-  TraceProgram program;
-  std::unique_ptr<Executable> executable;
-  std::vector<TensorGuard> guards;  // per external input
-  UserSite site;                    // where the trace's first op was called
-  std::string recompile_reason;     // the guard that failed, for generation > 0
-  double compile_ms = 0;
-  mutable int64_t replays = 0;
-  mutable int64_t side_exits = 0;
-};
-
-// Per anchor: its lifecycle (compiled, recompiling, or left eager).
-struct AnchorState {
-  int warmup = 2;
-  int compiles = 0;
-  int first_trace_id = 0;
-  int recompiles = 0;
-  bool eager_only = false;  // blacklisted after too many recompiles
-  bool single_op = false;   // its hot trace is one op: nothing to fuse, runs eagerly
-  UserSite site;
-};
 
 struct TraceNode {
   TraceOp op;  // the op on the edge from the parent (unused at the root)
   TraceNode* parent = nullptr;
   int depth = 0;  // ops from the anchor to here, inclusive (0 at the root)
   std::vector<std::unique_ptr<TraceNode>> children;
-  int64_t endings = 0;  // times a trace ended here
-  int plans_below = 0;  // compiled traces at or under this node
-  // The recorder's walk counter when a walk last passed here (the LRU clock). A walk
-  // passes every node from its anchor down, so a node is never newer than its parent.
+  int64_t endings = 0;     // times a trace ended here (its hotness)
+  int compiled_below = 0;  // compiled traces at or under this node
+  // The tree's walk counter when a walk last passed here (the LRU clock). A walk passes
+  // every node from its anchor down, so a node is never newer than its parent.
   uint64_t last_use = 0;
-  std::shared_ptr<CompiledTrace> plan;
+  std::shared_ptr<const CompiledTrace> compiled;
+  int64_t replays = 0;     // of `compiled`
+  int64_t side_exits = 0;  // walks that left `compiled`'s path before its end
 
   TraceNode* find_child(const TraceOp& op) const {
     for (const auto& c : children)
@@ -76,8 +52,32 @@ struct TraceNode {
 
 struct Anchor {
   TraceOp first;  // compared by wiring only
-  AnchorState state;
+  TraceLifecycle lifecycle;
   TraceNode root;  // its children are the first ops of the variants (with guards)
+};
+
+struct TraceTree {
+  std::vector<std::unique_ptr<Anchor>> anchors;
+  struct CompiledAt {
+    Anchor* anchor;
+    TraceNode* node;  // node->compiled is the trace
+  };
+  std::vector<CompiledAt> compiled;  // every compiled trace kept, in compile order
+  int64_t nodes = 0;                 // nodes kept, anchors' roots included
+  uint64_t tick = 0;                 // walks so far (the LRU clock)
+  int next_trace_id = 1;
+
+  // The anchor whose first op has first's wiring, or nullptr.
+  Anchor* find_anchor(const TraceOp& first) const {
+    for (const auto& a : anchors)
+      if (a->first.same_wiring(first)) return a.get();
+    return nullptr;
+  }
+  Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
+    anchors.push_back(std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}}));
+    ++nodes;
+    return anchors.back().get();
+  }
 };
 
 }  // namespace kiln::tracer

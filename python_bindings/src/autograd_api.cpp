@@ -70,7 +70,7 @@ bp::list autograd_grad(const bp::object& roots, const bp::object& inputs, const 
 }
 
 // The segment's callable, kept by its autograd node. A node can outlive the interpreter:
-// the main thread's TraceRecorder (a thread_local) holds the tensors it recorded, with
+// the main thread's Tracer (a thread_local) holds the tensors it recorded, with
 // their history, until exit() runs the thread-local destructors, after Py_Finalize, where
 // a Py_DECREF is fatal ("the GIL is released"). The reference is dropped under the GIL
 // while Python runs, and left alone once it is gone (see with_gil_if_releasable).

@@ -18,6 +18,7 @@
 #include "common.h"
 #include "runtime/cuda_context.h"
 #include "runtime/lazy.h"
+#include "tracer/api.h"
 
 namespace kiln::python {
 namespace {
@@ -175,7 +176,8 @@ void capsule_destructor(PyObject* capsule) {
 }
 
 bp::object to_dlpack(const Tensor& t) {
-  lazy::sync("__dlpack__()", SourceSite{});  // the consumer reads the memory directly
+  // The consumer reads the memory directly: a trace boundary.
+  tracer::sync(tracer::BreakCause{tracer::BreakReason::MemoryExport, "__dlpack__()"});
   if (t.is_lazy()) lazy::throw_unavailable("[dlpack] the tensor", t.impl()->pending.get());
   auto* ctx = new ExportContext;
   ctx->tensor = t;

@@ -12,10 +12,10 @@ void region_enter(const std::string& name, int warmup, bool fullgraph) {
   options.name = name;
   options.warmup = warmup;
   options.fullgraph = fullgraph;
-  tracer::TraceRecorder::current().region_enter(options, tracer::current_site());
+  tracer::Tracer::current().region_enter(options, tracer::current_site());
 }
 
-void region_exit(bool by_exception) { tracer::TraceRecorder::current().region_exit(by_exception); }
+void region_exit(bool by_exception) { tracer::Tracer::current().region_exit(by_exception); }
 
 bp::tuple explain() {
   const tracer::ExplainReport report = tracer::explain();

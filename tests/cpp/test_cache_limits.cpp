@@ -80,7 +80,7 @@ TEST_F(CacheLimits, RecordedOpsStayAtTheLimitWhenEveryShapeIsNew) {
     Tensor y = kiln::exp(x) * 3.0 - 1.0;
     const double got = kiln::sum(y).item<double>();
     ASSERT_NEAR(got, static_cast<double>(n) * (std::exp(0.5) * 3.0 - 1.0), 1e-3) << n;
-    most = std::max(most, tr::TraceRecorder::current().cached_ops());
+    most = std::max(most, tr::Tracer::current().cached_ops());
   }
   EXPECT_LE(most, 256) << tr::explain().table();
   EXPECT_GT(tr::explain().evicted_ops, 1000) << tr::explain().table();

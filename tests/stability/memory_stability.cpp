@@ -178,7 +178,7 @@ Result run_training(const std::string& variant, Device device, int64_t iteration
       s.heap = heap_bytes();
       s.device = device_bytes(device);
       s.traces = kiln::tracer::explain().traces.size();
-      s.cached_ops = kiln::tracer::TraceRecorder::current().cached_ops();
+      s.cached_ops = kiln::tracer::Tracer::current().cached_ops();
       s.kernels = llvm_resident();
       s.loss = loss_value;
       s.ms_per_iter = it > last_iter && !r.samples.empty()
@@ -284,7 +284,7 @@ Result run_new_shapes(int64_t shapes, const Options& o) {
       }
     }
     const size_t traces = kiln::tracer::explain().traces.size();
-    const int64_t ops = kiln::tracer::TraceRecorder::current().cached_ops();
+    const int64_t ops = kiln::tracer::Tracer::current().cached_ops();
     max_traces = std::max(max_traces, traces);
     max_ops = std::max(max_ops, ops);
     if (n % every == 0 || n == shapes) {

@@ -1,0 +1,79 @@
+// The trace lifecycle (the role of LuaJIT's lj_trace.c): per anchor, an explicit state
+// machine with verb-named transitions, and the compile policy that drives it.
+//
+//   Recording  --on_compile-->    Compiled     a path became hot (hotness: traces ended at
+//                                              its end hot_threshold() times) and compiled
+//   Recording  --on_single_op-->  SingleOp     the hot path is one op: nothing to fuse
+//   Compiled   --on_recompile-->  Compiled     another variant compiled: a penalty, with
+//   Recording                                  the reason the walk left the last one kept
+//   Compiled   --on_recompile-->  Blacklisted  past KILN_RECOMPILE_LIMIT penalties
+//   Compiled   --on_evicted-->    Recording    eviction dropped every compiled variant
+//
+// SingleOp and Blacklisted are final (until reset() or eviction drops the anchor): their
+// walks run eagerly. A walk's mode follows the state (walk.h).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "tracer/break_reason.h"
+#include "tracer/user_site.h"
+
+namespace kiln::tracer {
+
+struct Anchor;
+struct TraceNode;
+struct TraceTree;
+struct TraceStatistics;
+struct Walk;
+
+enum class TraceState : uint8_t { Recording, Compiled, SingleOp, Blacklisted };
+const char* trace_state_name(TraceState state);  // "recording"
+
+class TraceLifecycle {
+ public:
+  TraceLifecycle(int warmup, UserSite site) : warmup_(warmup), site_(std::move(site)) {}
+
+  TraceState state() const { return state_; }
+  const UserSite& site() const { return site_; }
+  // C++ sites are often unknown when a trace starts: name it by where it ends.
+  void name_by_end(const UserSite& end);
+
+  // Hotness: a path compiles once traces ended at its end this many times. Backoff after
+  // penalties (LuaJIT's penalty_pc) belongs here; today the threshold is the warmup.
+  int hot_threshold() const { return warmup_; }
+  bool is_hot(int64_t endings) const { return endings >= hot_threshold(); }
+
+  int compiles() const { return compiles_; }  // variants installed so far
+  int penalties() const { return penalties_; }
+  int first_trace_id() const { return first_trace_id_; }
+  // The reason of the last penalty (kept for the report after blacklisting).
+  const std::optional<BreakCause>& last_penalty() const { return last_penalty_; }
+
+  // Transitions (each checks that it is legal from the current state).
+  void on_compile(int trace_id);
+  bool on_single_op();  // true when this call moved the state to SingleOp
+  // A variant compiled again: one penalty. False when it was one too many: Blacklisted,
+  // and the variant must not be installed.
+  bool on_recompile(const BreakCause& cause, int limit);
+  void on_evicted();
+
+ private:
+  void transition(TraceState from_a, TraceState from_b, TraceState to);
+
+  TraceState state_ = TraceState::Recording;
+  int warmup_ = 2;
+  int compiles_ = 0;
+  int penalties_ = 0;
+  int first_trace_id_ = 0;
+  std::optional<BreakCause> last_penalty_;
+  UserSite site_;
+};
+
+// The compile policy, at the end of a walk that recorded or materialized up to `node`
+// (not at a compiled trace): counts the ending and, once the path is hot, compiles it
+// (or leaves the anchor eager), logging and noting the event in `statistics`.
+void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
+                    TraceStatistics& statistics, const UserSite& end_site);
+
+}  // namespace kiln::tracer

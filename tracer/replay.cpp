@@ -1,0 +1,37 @@
+#include "tracer/replay.h"
+
+#include "runtime/error.h"
+#include "tracer/config.h"
+#include "tracer/profiler.h"
+#include "tracer/side_exit.h"
+#include "tracer/verify.h"
+
+namespace kiln::tracer {
+void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
+  const CompiledTrace& compiled = *node.compiled;
+  lazy::tls_pending = false;
+  std::vector<Tensor> values, reference;
+  if (config().verify) reference = verify_reference(compiled, walk.externals, walk.scalars);
+  std::vector<bool> wanted(compiled.program.ops.size(), false);
+  for (size_t i = 0; i < wanted.size() && i < walk.outputs.size(); ++i)
+    wanted[i] = !walk.outputs[i].expired();
+  {
+    profiler::Span span(profiler::Kind::Replay, compiled.program.ops[0].meta.device,
+                        [&] { return detail::cat("replay trace ", compiled.id); });
+    if (profiler::Event* e = span.event()) {
+      e->trace_id = compiled.id;
+      e->backend = compiled.executable->backend_name();
+      e->kernels = compiled.executable->kernel_count();
+      e->ops = static_cast<int>(compiled.program.ops.size());
+    }
+    const int64_t start = trace_clock_ns();
+    compiled.executable->run(walk.externals, walk.scalars, values, wanted);
+    statistics.replay_ns += trace_clock_ns() - start;
+    statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());
+  }
+  if (config().verify) verify_replay(compiled, values, reference, walk.outputs);
+  bind_outputs(walk, values);
+  ++node.replays;
+}
+
+}  // namespace kiln::tracer

@@ -1,0 +1,61 @@
+// Tracer statistics: what this thread's tracer did over its lifetime (graph breaks with
+// their cost, recompiles, anchors left eager, ops recorded and replayed, replay time,
+// evictions), and explain() built from them and the trace tree.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "tracer/break_reason.h"
+#include "tracer/report.h"
+#include "tracer/user_site.h"
+
+namespace kiln::tracer {
+
+struct CompiledTrace;
+struct TraceTree;
+
+// The clock the tracer's times are measured with (steady, ns).
+inline int64_t trace_clock_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+struct TraceStatistics {
+  struct BreakSite {
+    BreakCause cause;
+    UserSite site;
+    int64_t count = 0;
+    int64_t eager_ns = 0;
+    int64_t eager_ops = 0;
+  };
+
+  std::vector<BreakSite> breaks;
+  std::vector<RecompileReport> recompiles;  // the latest 1024 at most
+  std::vector<std::string> eager_anchors;   // the latest 1024 at most
+  int64_t ops_recorded = 0;
+  int64_t ops_replayed = 0;
+  int64_t replay_ns = 0;   // time in compiled-trace runs
+  int64_t replay_ops = 0;  // ops those runs covered
+  int64_t evicted_traces = 0;
+  int64_t evicted_ops = 0;
+
+  // Measured time of compiled-trace replays per op (ns); -1 before the first replay.
+  double replay_ns_per_op() const {
+    return replay_ops > 0 ? static_cast<double>(replay_ns) / static_cast<double>(replay_ops) : -1.0;
+  }
+  // A graph break (a Sync or Record reason) at site that cost this eager work; logged
+  // the first time per reason and site.
+  void note_break(const BreakCause& cause, const UserSite& site, int64_t eager_ns,
+                  int64_t eager_ops);
+  // A recompile (generation > 0) and its reason; logged.
+  void note_recompile(const CompiledTrace& compiled);
+  // An anchor left eager (the line says why); logged.
+  void note_eager_anchor(std::string line);
+
+  ExplainReport explain(const TraceTree& tree) const;
+};
+
+}  // namespace kiln::tracer

@@ -1,0 +1,283 @@
+#include "tracer/tracer.h"
+
+#include <optional>
+
+#include "ops/autograd/record.h"
+#include "runtime/error.h"
+#include "tracer/api.h"
+#include "tracer/config.h"
+#include "tracer/eviction.h"
+#include "tracer/lifecycle.h"
+#include "tracer/profiler.h"
+#include "tracer/replay.h"
+#include "tracer/side_exit.h"
+
+namespace kiln::tracer {
+namespace {
+
+DispatchHook* make_hook() { return &Tracer::current(); }
+void flush_hook() { Tracer::current().flush(); }
+// The runtime's host reads (item(), printing, to_vector()): `what` is the detail.
+void sync_hook(const char* what, const SourceSite& site) {
+  Tracer::current().on_sync(BreakCause{BreakReason::HostRead, what}, current_site(site));
+}
+
+struct Registration {
+  Registration() {
+    set_dispatch_hook_factory(make_hook);
+    lazy::set_hooks(flush_hook, sync_hook);
+  }
+} registration;
+
+}  // namespace
+
+Tracer::Tracer() : enabled_(config().auto_trace) {}
+Tracer::~Tracer() = default;
+
+Tracer& Tracer::current() {
+  thread_local Tracer tracer;
+  return tracer;
+}
+
+bool Tracer::on_call(const OpCall& call, const OutputMeta& meta, Tensor* result) {
+  if (!active() || walk_.in_boundary) return false;
+  return handle(call, meta, nullptr, result);
+}
+
+bool Tracer::on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) {
+  if (!active() || walk_.in_boundary) return false;
+  return handle(call, meta, &out, nullptr);
+}
+
+bool Tracer::loops_allowed() const {
+  return regions_.empty() && autograd::tls_library_loop_depth == 0;
+}
+
+bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                    Tensor* result) {
+  if (call.op == OpId::ToDevice && meta.device.is_cpu() && !call.inputs[0].device().is_cpu()) {
+    on_sync(BreakCause{BreakReason::CopyToHost, "a copy to the host (.cpu() / .to(\"cpu\"))"},
+            current_site());
+    return false;  // runs eagerly, outside any trace
+  }
+  if (walk_.mode == WalkMode::EagerSingle) {
+    const TraceOp& first = walk_.anchor->first;
+    if (call.op == first.op && call.inputs.size() == first.inputs.size() &&
+        call.attrs == first.attrs)
+      return false;  // the same op again: it runs eagerly, as it is hot and alone
+    end_walk(Boundary::Loop, nullptr, {});
+  }
+  std::vector<Tensor> new_externals;
+  if (walk_.mode == WalkMode::Replay) {  // fast path: the call is the next op of the path
+    for (const auto& c : walk_.node->children) {
+      if (c->compiled_below > 0 && walk_.match(c->op, call, target, &new_externals)) {
+        Tensor value = replay_op(call, meta, target, c.get(), new_externals);
+        if (result) *result = value;
+        return true;
+      }
+    }
+    new_externals.clear();
+  }
+  TraceOp op;
+  if (walk_.mode == WalkMode::Idle) {
+    op = walk_.describe(call, meta, target, &new_externals, true);
+    begin_walk(op);
+  } else {
+    op = walk_.describe(call, meta, target, &new_externals, false);
+    TraceNode* child = walk_.mode == WalkMode::Replay ? walk_.node->find_child(op) : nullptr;
+    const bool continues = child && child->compiled_below > 0;
+    if (!continues && walk_.closes_loop(call, meta, target, op, loops_allowed())) {
+      end_walk(Boundary::Loop, nullptr, {});
+      // Described again now that the ended walk's values exist (they may have been lazy).
+      new_externals.clear();
+      op = walk_.describe(call, meta, target, &new_externals, true);
+      begin_walk(op);
+    }
+    if (walk_.active() && walk_.node->depth >= config().max_trace_length) {
+      const BreakCause too_long{BreakReason::TraceTooLong,
+                                std::to_string(config().max_trace_length)};
+      end_walk(Boundary::Break, &too_long, current_site());
+      new_externals.clear();
+      op = walk_.describe(call, meta, target, &new_externals, true);
+      begin_walk(op);
+    }
+  }
+
+  if (walk_.mode == WalkMode::Eager || walk_.mode == WalkMode::EagerSingle) return false;
+  if (walk_.mode == WalkMode::Replay) {
+    TraceNode* child = walk_.node->find_child(op);
+    if (child && child->compiled_below > 0) {
+      Tensor value = replay_op(call, meta, target, child, new_externals);
+      if (result) *result = value;
+      return true;
+    }
+    side_exit(walk_, divergence(op));
+  }
+  Tensor value = record_op(call, meta, target, op, new_externals);
+  if (result) *result = value;
+  return true;
+}
+
+Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                         TraceNode* child, std::vector<Tensor>& new_externals) {
+  walk_.note_replayed_head(call, meta, target, child->op, loops_allowed());
+  // An in-place op's write into *target waits for the compiled trace too: a read of any
+  // memory before then (a host write into an input it reads) must run it first.
+  if (target) lazy::tls_pending = true;
+  Tensor value = target ? *target : walk_.make_lazy(meta);
+  walk_.commit(child, call, new_externals, value);
+  ++statistics_.ops_replayed;
+  return value;
+}
+
+Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                         const TraceOp& op, std::vector<Tensor>& new_externals) {
+  const int64_t start = trace_clock_ns();
+  Tensor value;
+  if (target) {
+    execute_into(call, meta, *target);
+    value = *target;
+  } else {
+    value = execute(call, meta);
+  }
+  walk_.eager_ns += trace_clock_ns() - start;
+  TraceNode* child = walk_.node->find_child(op);
+  if (!child) {
+    child = walk_.node->add_child(op);
+    ++tree_.nodes;
+  }
+  walk_.commit(child, call, new_externals, value);
+  ++statistics_.ops_recorded;
+  return value;
+}
+
+BreakCause Tracer::divergence(const TraceOp& op) const {
+  for (const auto& c : walk_.node->children) {
+    std::string diff = c->op.guard_diff(op);
+    if (!diff.empty()) return BreakCause{BreakReason::GuardFailed, std::move(diff)};
+  }
+  return BreakCause{BreakReason::Diverged,
+                    detail::cat("op ", walk_.node->depth + 1, ": expected ",
+                                walk_.node->children.empty()
+                                    ? std::string("the trace to end")
+                                    : std::string(op_name(walk_.node->children[0]->op.op)),
+                                ", got ", op_name(op.op))};
+}
+
+int Tracer::warmup_for_new_anchor() const {
+  for (auto it = regions_.rbegin(); it != regions_.rend(); ++it)
+    if (it->warmup >= 1) return it->warmup;
+  return config().warmup;
+}
+
+void Tracer::begin_walk(const TraceOp& first) {
+  Anchor* anchor = tree_.find_anchor(first);
+  if (!anchor)
+    anchor = tree_.add_anchor(first, TraceLifecycle(warmup_for_new_anchor(), current_site()));
+  walk_.begin(*anchor, ++tree_.tick);
+}
+
+void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& site) {
+  if (!walk_.active()) return;
+  WalkBoundaryScope boundary(walk_.in_boundary);
+  const bool is_break = kind == Boundary::Break || kind == Boundary::Abort;
+  std::optional<profiler::Span> break_span;
+  if (is_break && profiler::tls_active) {
+    break_span.emplace(profiler::Kind::GraphBreak, Device(DeviceType::CPU), [&] {
+      return detail::cat("graph break ", cause->message(), " at ",
+                         site.known() ? site.short_file() : "?", ":", site.line);
+    });
+  }
+  const bool eager = walk_.mode == WalkMode::Eager || walk_.mode == WalkMode::EagerSingle;
+  bool replayed = false;
+  try {
+    if (walk_.mode == WalkMode::Replay && !walk_.at_root()) {
+      if (walk_.node->compiled && kind != Boundary::Abort) {
+        replay_compiled(walk_, *walk_.node, statistics_);
+        replayed = true;
+      } else {
+        materialize(walk_, static_cast<size_t>(walk_.node->depth));
+      }
+    }
+  } catch (...) {
+    fail_pending_values(walk_, std::current_exception());
+    walk_.clear();
+    throw;
+  }
+  lazy::tls_pending = false;
+  if (!replayed && !eager && kind != Boundary::Abort && !walk_.at_root())
+    on_trace_ended(tree_, *walk_.anchor, *walk_.node, walk_, statistics_, site);
+  const int64_t eager_ns = replayed ? 0 : walk_.eager_ns;
+  const int64_t eager_ops = replayed || eager || walk_.at_root() ? 0 : walk_.node->depth;
+  walk_.clear();
+  if (is_break) {
+    statistics_.note_break(*cause, site, eager_ns, eager_ops);
+    if (profiler::Event* e = break_span ? break_span->event() : nullptr) {
+      e->reason = cause->message();
+      e->file = site.file;
+      e->line = site.line;
+      e->function = site.function;
+      e->eager_ns = eager_ns;
+      e->ops = static_cast<int>(eager_ops);
+    }
+  }
+  evict_least_recent(tree_, statistics_);
+}
+
+void Tracer::on_sync(const BreakCause& cause, const UserSite& site) {
+  check_break_cause(cause, BreakPhase::Sync);
+  if (!walk_.active() || walk_.in_boundary) return;
+  end_walk(Boundary::Break, &cause, site);
+  for (const RegionOptions& r : regions_) {
+    if (r.fullgraph) {
+      throw GraphBreakError(detail::cat("[fullgraph] graph break in region '", r.name, "' at ",
+                                        site.str(), ": ", cause.message()));
+    }
+  }
+}
+
+void Tracer::flush() {
+  if (!lazy::tls_pending || walk_.in_boundary) return;
+  if (walk_.mode == WalkMode::Replay) side_exit(walk_, BreakCause{BreakReason::PendingRead, ""});
+  lazy::tls_pending = false;
+}
+
+void Tracer::region_enter(const RegionOptions& options, const UserSite& site) {
+  end_walk(Boundary::Region, nullptr, {});
+  regions_.push_back(options);
+  region_sites_.push_back(site);
+}
+
+void Tracer::region_exit(bool by_exception) {
+  // The region ends even when ending its walk throws (pending work that runs out of
+  // memory): a region left open would keep every later op of this thread in region mode.
+  struct Pop {
+    Tracer& t;
+    ~Pop() {
+      if (!t.regions_.empty()) {
+        t.regions_.pop_back();
+        t.region_sites_.pop_back();
+      }
+    }
+  } pop{*this};
+  if (by_exception) {
+    const BreakCause cause{BreakReason::UserException, ""};
+    check_break_cause(cause, BreakPhase::Record);
+    end_walk(Boundary::Abort, &cause, region_sites_.empty() ? UserSite{} : region_sites_.back());
+  } else {
+    end_walk(Boundary::Region, nullptr, {});
+  }
+}
+
+void Tracer::set_enabled(bool on) {
+  if (!on) end_walk(Boundary::Region, nullptr, {});
+  enabled_ = on;
+}
+
+void Tracer::reset() {
+  end_walk(Boundary::Region, nullptr, {});
+  tree_ = TraceTree{};
+  statistics_ = TraceStatistics{};
+}
+
+}  // namespace kiln::tracer

@@ -1,0 +1,94 @@
+// Tracer: this thread's tracer, installed as the dispatch hook. It drives one walk at a
+// time (walk.h) through the trace tree (trace_tree.h):
+//
+//   idle      --op-->        walking (begin_walk: find or create the anchor)
+//   walking   --op-->        RECORD: run eagerly, append to the tree
+//                            REPLAY: the op matches the compiled path: return a lazy tensor
+//                            SIDE EXIT: a replay diverges: materialize, RECORD on
+//                            (side_exit.h)
+//   walking   --boundary-->  idle (end_walk: replay the compiled trace (replay.h), or
+//                            materialize and count the ending, compiling when hot
+//                            (lifecycle.h); then evict (eviction.h)). Boundaries: host
+//                            reads (item(), printing, copies to the host), region entry
+//                            and exit, the anchor coming round again (a loop), the
+//                            maximum trace length.
+// Every boundary that is not a region edge or a loop is a graph break, raised with a
+// BreakReason (break_reason.h) and reported with the user's source line and the eager
+// time it cost (statistics.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ops/dispatch.h"
+#include "tracer/break_reason.h"
+#include "tracer/report.h"
+#include "tracer/statistics.h"
+#include "tracer/trace_tree.h"
+#include "tracer/walk.h"
+
+namespace kiln::tracer {
+
+struct RegionOptions {
+  std::string name = "region";
+  int warmup = -1;  // -1: the global setting (KILN_WARMUP)
+  bool fullgraph = false;
+};
+
+class Tracer final : public DispatchHook {
+ public:
+  Tracer();
+  ~Tracer() override;
+
+  bool on_call(const OpCall& call, const OutputMeta& meta, Tensor* result) override;
+  bool on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) override;
+
+  // A host read or memory export (a Sync reason): ends the current trace, a graph break
+  // at site; inside a fullgraph region, raises GraphBreakError.
+  void on_sync(const BreakCause& cause, const UserSite& site);
+  // Runs pending lazy work without ending the trace (a side exit).
+  void flush();
+  void region_enter(const RegionOptions& options, const UserSite& site);
+  void region_exit(bool by_exception);
+  void set_enabled(bool on);
+  bool enabled() const { return enabled_; }
+  void reset();
+  ExplainReport explain() const { return statistics_.explain(tree_); }
+  // Recorded ops (tree nodes, anchors included) this thread keeps now.
+  int64_t cached_ops() const { return tree_.nodes; }
+  // Measured time of compiled-trace replays per op on this thread (ns); -1 before the
+  // first replay. The basis of the graph-break saving estimates.
+  double replay_ns_per_op() const { return statistics_.replay_ns_per_op(); }
+
+  static Tracer& current();  // this thread's tracer
+
+ private:
+  enum class Boundary : uint8_t { Region, Loop, Break, Abort };
+
+  bool active() const { return enabled_ || !regions_.empty(); }
+  // Loops close outside regions and outside kiln's own loops (backward, optimizer steps).
+  bool loops_allowed() const;
+  bool handle(const OpCall& call, const OutputMeta& meta, const Tensor* target, Tensor* result);
+  // The call is the next op of the compiled path (child): returns its lazy value.
+  Tensor replay_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                   TraceNode* child, std::vector<Tensor>& new_externals);
+  // Runs the call eagerly and appends it to the tree under the walk's node.
+  Tensor record_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                   const TraceOp& op, std::vector<Tensor>& new_externals);
+  // Why the op `op` leaves the compiled path at the walk's node (a Replay reason).
+  BreakCause divergence(const TraceOp& op) const;
+  void begin_walk(const TraceOp& first);
+  // Ends the walk; `cause` is the reason of a Break or Abort (none for Region and Loop).
+  void end_walk(Boundary kind, const BreakCause* cause, const UserSite& site);
+  int warmup_for_new_anchor() const;
+
+  bool enabled_;
+  std::vector<RegionOptions> regions_;
+  std::vector<UserSite> region_sites_;
+  TraceTree tree_;
+  Walk walk_;
+  TraceStatistics statistics_;
+};
+
+}  // namespace kiln::tracer

@@ -1,0 +1,270 @@
+#include "tracer/walk.h"
+
+#include <algorithm>
+
+#include "runtime/error.h"
+
+namespace kiln::tracer {
+namespace {
+
+struct LazyToken final : PendingValue {};
+
+bool same_scalar(const Scalar& a, const Scalar& b) {
+  return a.kind() == b.kind() && a.to_double() == b.to_double() && a.to_int() == b.to_int();
+}
+
+// Whether the first `count` of `a` are the call's scalars (and there are no others).
+bool same_scalars(const Scalar* a, size_t count, const OpCall& call) {
+  if (count != call.scalars.size()) return false;
+  for (size_t k = 0; k < count; ++k)
+    if (!same_scalar(a[k], call.scalars[k])) return false;
+  return true;
+}
+
+}  // namespace
+
+WalkMode walk_mode_for(const Anchor& anchor) {
+  switch (anchor.lifecycle.state()) {
+    case TraceState::Recording:
+      return WalkMode::Record;
+    case TraceState::Compiled:
+      return WalkMode::Replay;
+    case TraceState::SingleOp:
+      return WalkMode::EagerSingle;
+    case TraceState::Blacklisted:
+      return WalkMode::Eager;
+  }
+  return WalkMode::Record;
+}
+
+void Walk::begin(Anchor& start, uint64_t now) {
+  anchor = &start;
+  tick = now;
+  node = &start.root;
+  node->last_use = now;
+  mode = walk_mode_for(start);
+}
+
+void Walk::clear() {
+  mode = WalkMode::Idle;
+  node = nullptr;
+  anchor = nullptr;
+  tick = 0;
+  externals.clear();
+  scalars.clear();
+  outputs.clear();
+  values.clear();
+  external_of.clear();
+  pending_token.reset();
+  eager_ns = 0;
+  exit_cause.reset();
+  heads.clear();
+  lazy::tls_pending = false;
+}
+
+bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
+                 std::vector<Tensor>* new_externals) const {
+  if (edge.op != call.op || edge.inputs.size() != call.inputs.size() ||
+      edge.in_place != (target != nullptr) || edge.scalar_kinds.size() != call.scalars.size())
+    return false;
+  for (size_t i = 0; i < call.scalars.size(); ++i)
+    if (edge.scalar_kinds[i] != call.scalars[i].kind()) return false;
+  if (!(edge.attrs == call.attrs)) return false;
+  size_t guard = 0;
+  const int32_t base = static_cast<int32_t>(externals.size());
+  auto check = [&](const Tensor& t, const InputRef& ref) {
+    const TensorImpl* key = t.impl();
+    const int value = values.find(key);
+    if (value >= 0) return ref.kind == InputRef::Kind::Value && ref.index == value;
+    if (ref.kind != InputRef::Kind::External) return false;
+    const int slot = external_of.find(key);
+    if (slot >= 0) return ref.index == slot;
+    for (size_t j = 0; j < new_externals->size(); ++j)
+      if ((*new_externals)[j].impl() == key) return ref.index == base + static_cast<int32_t>(j);
+    if (ref.index != base + static_cast<int32_t>(new_externals->size()) ||
+        guard >= edge.new_guards.size())
+      return false;
+    const TensorGuard& g = edge.new_guards[guard++];
+    if (g.dtype != t.dtype() || g.device != t.device() || g.sizes != t.sizes() ||
+        g.strides != t.strides() || key->storage == nullptr)
+      return false;
+    int32_t alias = -1;
+    const Storage* storage = key->storage.get();
+    for (size_t j = 0; j < externals.size() && alias < 0; ++j)
+      if (externals[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
+    for (size_t j = 0; j < new_externals->size() && alias < 0; ++j)
+      if ((*new_externals)[j].impl()->storage.get() == storage)
+        alias = base + static_cast<int32_t>(j);
+    if (alias != g.alias_of) return false;
+    new_externals->push_back(t);
+    return true;
+  };
+  for (size_t i = 0; i < call.inputs.size(); ++i) {
+    if (!check(call.inputs[i], edge.inputs[i])) {
+      new_externals->clear();
+      return false;
+    }
+  }
+  if (target && !check(*target, edge.target)) {
+    new_externals->clear();
+    return false;
+  }
+  if (guard != edge.new_guards.size()) {
+    new_externals->clear();
+    return false;
+  }
+  return true;
+}
+
+InputRef Walk::ref_for(const Tensor& t, bool fresh, TraceOp* op,
+                       std::vector<Tensor>* new_externals) const {
+  const TensorImpl* key = t.impl();
+  if (!fresh) {
+    const int value = values.find(key);
+    if (value >= 0) return InputRef{InputRef::Kind::Value, value};
+    const int slot = external_of.find(key);
+    if (slot >= 0) return InputRef{InputRef::Kind::External, slot};
+  }
+  const int32_t base = fresh ? 0 : static_cast<int32_t>(externals.size());
+  for (size_t i = 0; i < new_externals->size(); ++i)
+    if ((*new_externals)[i].impl() == key)
+      return InputRef{InputRef::Kind::External, base + static_cast<int32_t>(i)};
+  const Storage* storage = key->storage.get();
+  KILN_CHECK(storage != nullptr, Error,
+             "[trace] a tensor's value is unavailable: the traced computation that produces it "
+             "failed earlier");
+  int32_t alias = -1;
+  if (!fresh) {
+    for (size_t j = 0; j < externals.size() && alias < 0; ++j)
+      if (externals[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
+  }
+  for (size_t i = 0; i < new_externals->size() && alias < 0; ++i)
+    if ((*new_externals)[i].impl()->storage.get() == storage)
+      alias = base + static_cast<int32_t>(i);
+  op->new_guards.push_back(TensorGuard::of(t, alias));
+  new_externals->push_back(t);
+  return InputRef{InputRef::Kind::External, base + static_cast<int32_t>(new_externals->size()) - 1};
+}
+
+TraceOp Walk::describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                       std::vector<Tensor>* new_externals, bool fresh) const {
+  TraceOp op;
+  op.op = call.op;
+  op.attrs = call.attrs;
+  op.meta = meta;
+  for (const Tensor& in : call.inputs) op.inputs.push_back(ref_for(in, fresh, &op, new_externals));
+  for (const Scalar& s : call.scalars) op.scalar_kinds.push_back(s.kind());
+  if (target) {
+    op.in_place = true;
+    op.target = ref_for(*target, fresh, &op, new_externals);
+  }
+  return op;
+}
+
+void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
+                  const Tensor& value) {
+  node = next;
+  for (Tensor& t : new_externals) {
+    const int index = static_cast<int>(externals.size());
+    external_of.set(t.impl_ptr(), index);
+    externals.push_back(std::move(t));
+  }
+  new_externals.clear();
+  for (const Scalar& s : call.scalars) scalars.push_back(s);
+  node->last_use = tick;
+  outputs.push_back(value.impl_ptr());
+  values.set(value.impl_ptr(), node->depth - 1);
+}
+
+Tensor Walk::make_lazy(const OutputMeta& meta) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = meta.sizes;
+  impl->strides = meta.strides;
+  impl->offset = meta.offset;
+  impl->dtype = meta.dtype;
+  impl->device = meta.device;
+  impl->refresh();
+  if (!pending_token) pending_token = std::make_shared<LazyToken>();
+  impl->pending = pending_token;
+  lazy::tls_pending = true;
+  return Tensor(std::move(impl));
+}
+
+TraceProgram Walk::program() const {
+  TraceProgram program;
+  for (const TraceOp* op : node->path()) {
+    program.ops.push_back(*op);
+    program.num_scalars += static_cast<int>(op->scalar_kinds.size());
+    program.num_externals += static_cast<int>(op->new_guards.size());
+  }
+  program.live.resize(program.ops.size());
+  for (size_t i = 0; i < program.ops.size() && i < outputs.size(); ++i)
+    program.live[i] = !outputs[i].expired();
+  return program;
+}
+
+bool Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                       const TraceOp& op, bool loops_allowed) {
+  // Inside a region (compile(fn), Region) the region's edges end traces: no loop closing.
+  // Nor inside kiln's own loops (a backward pass, an optimizer step).
+  if (at_root() || !loops_allowed) return false;
+  // The same op on the very same inputs as earlier in this walk: a loop body reading values
+  // made before the loop (x = tensor(...); for ...: y = f(x)) has come round again.
+  // Scalars must repeat too (x * 2.0 and 1.0 * x are the same wiring, not a loop).
+  // An op without tensor inputs (a factory: zeros, a scalar constant) repeating says
+  // nothing about loops: a backward pass makes the same constants as its forward.
+  const bool has_inputs = !op.inputs.empty();
+  bool repeats = false;
+  int scanned = 0;
+  size_t scalar_end = scalars.size();
+  for (const TraceNode* n = node; n && n != &anchor->root && scanned < 1024;
+       n = n->parent, ++scanned) {
+    const size_t count = n->op.scalar_kinds.size();
+    if (has_inputs && n->op.op == op.op && !op.in_place && n->op.same_wiring(op) &&
+        scalar_end >= count) {
+      bool same = true;
+      for (size_t k = 0; k < count && same; ++k)
+        same = same_scalar(scalars[scalar_end - count + k], call.scalars[k]);
+      if (same) {
+        repeats = true;
+        break;
+      }
+    }
+    scalar_end -= std::min(scalar_end, count);
+  }
+  for (const InputRef& r : op.inputs)
+    if (r.kind != InputRef::Kind::External && !repeats) return false;
+  if (repeats) return true;
+  if (op.in_place && op.target.kind != InputRef::Kind::External) return false;
+  std::vector<Tensor> fresh_externals;
+  const TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
+  if (fresh.same_wiring(anchor->first) && scalars.size() >= call.scalars.size() &&
+      same_scalars(scalars.data(), anchor->first.scalar_kinds.size(), call))
+    return true;
+  if (!has_inputs) return false;
+  for (const auto& [head, head_scalars] : heads)
+    if (fresh.same_wiring(head) && same_scalars(head_scalars.data(), head_scalars.size(), call))
+      return true;
+  if (heads.size() < 16)
+    heads.push_back({fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
+  return false;
+}
+
+// Recording, closes_loop notes each op whose inputs are all external as a head (a later
+// op with the same wiring closes a loop there). A replayed op must be noted too, or the
+// walk that replays a trace misses the heads of its replayed part and runs on past the
+// op where the recording closed its loop: the trace diverges there and recompiles one
+// head further each time (a training step's per-parameter optimizer updates never
+// replayed, growing by one parameter per step).
+void Walk::note_replayed_head(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                              const TraceOp& edge, bool loops_allowed) {
+  if (at_root() || !loops_allowed || edge.inputs.empty() || heads.size() >= 16) return;
+  for (const InputRef& r : edge.inputs)
+    if (r.kind != InputRef::Kind::External) return;
+  if (edge.in_place && edge.target.kind != InputRef::Kind::External) return;
+  std::vector<Tensor> fresh_externals;
+  heads.push_back({describe(call, meta, target, &fresh_externals, true),
+                   std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
+}
+
+}  // namespace kiln::tracer

@@ -1,0 +1,101 @@
+// The walk (the role of LuaJIT's lj_record.c): one pass of the op stream from an anchor
+// down the trace tree, between two boundaries. Each op is described against the walk
+// (its inputs as external slots or values of earlier ops, the guards of new externals),
+// then either matched against a compiled path (replay: the op returns a lazy tensor) or
+// run eagerly and appended to the tree (record). Walk holds this per-walk state and the
+// matching; the Tracer (tracer.h) drives it op by op.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "ops/dispatch.h"
+#include "tracer/break_reason.h"
+#include "tracer/impl_map.h"
+#include "tracer/trace_tree.h"
+
+namespace kiln::tracer {
+
+// Record: run each op eagerly and append it to the tree. Replay: follow a compiled path.
+// Eager: a blacklisted anchor. EagerSingle: an anchor whose hot trace is a single op
+// (replaying it cannot beat running it); the walk lasts while the same op repeats.
+enum class WalkMode : uint8_t { Idle, Record, Replay, Eager, EagerSingle };
+
+// Marks the tracer's own work (a boundary, a side exit) for its duration: ops then run
+// untraced (Walk::in_boundary). Nests.
+class WalkBoundaryScope {
+ public:
+  explicit WalkBoundaryScope(bool& in_boundary) : flag_(in_boundary), saved_(in_boundary) {
+    flag_ = true;
+  }
+  ~WalkBoundaryScope() { flag_ = saved_; }
+  WalkBoundaryScope(const WalkBoundaryScope&) = delete;
+  WalkBoundaryScope& operator=(const WalkBoundaryScope&) = delete;
+
+ private:
+  bool& flag_;
+  bool saved_;
+};
+
+// The mode a walk starts in under an anchor: it follows the anchor's TraceState.
+WalkMode walk_mode_for(const Anchor& anchor);
+
+struct Walk {
+  WalkMode mode = WalkMode::Idle;
+  TraceNode* node = nullptr;  // last op matched or recorded
+  Anchor* anchor = nullptr;
+  uint64_t tick = 0;  // the tree's LRU clock when the walk began: stamps the nodes it passes
+  std::vector<Tensor> externals;
+  std::vector<Scalar> scalars;
+  std::vector<std::weak_ptr<TensorImpl>> outputs;  // per op: the tensor the user got
+  ImplMap values;                                  // tensor -> op producing its current value
+  ImplMap external_of;                             // tensor -> external input slot
+  std::shared_ptr<PendingValue> pending_token;
+  int64_t eager_ns = 0;                  // time this walk ran ops eagerly
+  std::optional<BreakCause> exit_cause;  // why it left its compiled path (for recompiles)
+  // Fresh descriptions of this walk's ops whose inputs are all external, with their
+  // scalars: each could start a trace, and one coming round again closes a loop.
+  std::vector<std::pair<TraceOp, std::vector<Scalar>>> heads;
+  // Set while the tracer runs its own work (a boundary, a side exit): ops then run
+  // untraced. Not part of a walk's state: clear() keeps it.
+  bool in_boundary = false;
+
+  bool active() const { return mode != WalkMode::Idle; }
+  bool at_root() const { return node == &anchor->root; }
+
+  // Starts a walk at anchor's root; tick stamps it for the LRU.
+  void begin(Anchor& start, uint64_t now);
+  void clear();
+
+  // Whether a call is the op on a tree edge (the replay fast path: no TraceOp is built).
+  // On success new_externals holds the call's new external inputs in slot order.
+  bool match(const TraceOp& edge, const OpCall& call, const Tensor* target,
+             std::vector<Tensor>* new_externals) const;
+  // The call as a TraceOp of this walk; fresh: as the first op of a new walk.
+  TraceOp describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                   std::vector<Tensor>* new_externals, bool fresh) const;
+  // Moves to `next` and appends a matched or recorded op's inputs, scalars and result.
+  void commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
+              const Tensor& value);
+  // A tensor with the op's metadata whose value the compiled trace computes later.
+  Tensor make_lazy(const OutputMeta& meta);
+  // The walked path as a program (live: the values the user still holds).
+  TraceProgram program() const;
+
+  // Whether this op closes a loop: the walk comes round to an op it started with or
+  // passed as a head. Only where loops may close (loops_allowed: outside regions and
+  // kiln's own loops). `op` is the op described against the walk.
+  bool closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                   const TraceOp& op, bool loops_allowed);
+  // A replayed op notes itself as a head like closes_loop does for a recorded one.
+  void note_replayed_head(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                          const TraceOp& edge, bool loops_allowed);
+
+ private:
+  InputRef ref_for(const Tensor& t, bool fresh, TraceOp* op,
+                   std::vector<Tensor>* new_externals) const;
+};
+
+}  // namespace kiln::tracer
