@@ -6,8 +6,8 @@ The layers, lowest first; each may use only itself and the layers below it:
     runtime < ops < tracer < jit < python_bindings
 
     check_layers.py sources [--root DIR]
-        - every #include "<layer>/..." in runtime/, ops/, tracer/, jit/ and
-          python_bindings/src names the file's own layer or a lower one;
+        - every #include of "<layer>/..." (quotes or angle brackets) in runtime/, ops/,
+          tracer/, jit/ and python_bindings/src names the file's own layer or a lower one;
         - no source file outside tests/ is over 700 lines (KNOWN_OVERSIZE lists the
           temporary exceptions; an entry that no longer applies is an error too).
     check_layers.py link --objects FILE
@@ -30,7 +30,7 @@ RANK = {name: i for i, name in enumerate(LAYERS)}
 # The folders whose files belong to a layer (python_bindings/kiln is Python: no includes).
 LAYER_DIRS = {"runtime": "runtime", "ops": "ops", "tracer": "tracer", "jit": "jit",
               "python_bindings/src": "python_bindings"}
-INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/')
+INCLUDE = re.compile(r'^\s*#\s*include\s*["<]([^"<>/]+)/')
 
 MAX_LINES = 700
 SOURCE_SUFFIXES = (".h", ".hpp", ".cpp", ".cc", ".cu", ".cuh", ".def", ".py", ".sh", ".cmake",
