@@ -3,7 +3,7 @@
 #include "ops/autograd/record.h"
 #include "ops/kernels.h"
 #include "runtime/error.h"
-#include "tracer/profiler.h"
+#include "runtime/profile_events.h"
 
 namespace kiln {
 namespace {

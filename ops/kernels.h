@@ -49,7 +49,8 @@ inline Tensor kernel_contiguous(const Tensor& t) { return kernel_contiguous(t, t
 //    different from the output's; out may be a strided view (in-place ops).
 
 // Device transfers (ToDevice family): copies src into out across devices; src and out
-// have the same shape and dtype and out is contiguous. Implemented by the CUDA runtime.
+// have the same shape and dtype and out is contiguous (ops/copy_across_devices.cpp, on
+// runtime/cuda_context.h's copies).
 void copy_across_devices(const Tensor& src, const Tensor& out);
 
 }  // namespace kiln

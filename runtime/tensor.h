@@ -1,7 +1,9 @@
 // Tensor: a cheap-to-copy handle (shared ownership) to a TensorImpl, which views a
 // Storage through sizes, strides (in elements) and an element offset. Views share the
 // storage. Every method that computes something goes through the op dispatcher
-// (ops/dispatch.h), so the tracer sees it; metadata accessors do not.
+// (ops/dispatch.h), so the tracer sees it; metadata accessors do not. Those methods are
+// defined one layer up, in ops/ (ops/tensor_methods.cpp, ops/autograd/tensor_methods.cpp):
+// nothing in runtime/ calls them, so the runtime builds and links without ops/.
 #pragma once
 
 #include <memory>

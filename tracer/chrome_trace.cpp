@@ -63,12 +63,12 @@ void metadata(std::ostringstream& os, bool& first, const char* what, int pid, in
 }  // namespace
 
 std::string Profile::chrome_trace_json() const {
-  const int64_t open_end = running_ ? now() : stop_ns_;
-  std::vector<size_t> order(events_.size());
+  const int64_t open_end = elapsed_ns();
+  std::vector<size_t> order(events().size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   auto end_of = [&](const Event& e) { return e.end_ns < e.start_ns ? open_end : e.end_ns; };
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const Event &x = events_[a], &y = events_[b];
+    const Event &x = events()[a], &y = events()[b];
     return x.start_ns < y.start_ns || (x.start_ns == y.start_ns && end_of(x) > end_of(y));
   });
   std::ostringstream os;
@@ -78,7 +78,7 @@ std::string Profile::chrome_trace_json() const {
   metadata(os, first, "thread_name", 1, 1, "CPU ops");
   metadata(os, first, "thread_name", 1, 2, "replays");
   std::vector<std::string> gpus;
-  for (const Event& e : events_)
+  for (const Event& e : events())
     if (e.gpu_start_ns >= 0 && std::find(gpus.begin(), gpus.end(), e.device) == gpus.end())
       gpus.push_back(e.device);
   if (!gpus.empty()) metadata(os, first, "process_name", 2, 0, "kiln GPU");
@@ -88,13 +88,13 @@ std::string Profile::chrome_trace_json() const {
   };
   for (const std::string& g : gpus) metadata(os, first, "thread_name", 2, gpu_tid(g), "GPU " + g);
   for (size_t i : order) {
-    const Event& e = events_[i];
+    const Event& e = events()[i];
     complete(os, first, e, e.start_ns, end_of(e), 1, 1);
     if (e.kind != Kind::Op && e.kind != Kind::Kernel)
       complete(os, first, e, e.start_ns, end_of(e), 1, 2);
   }
   for (size_t i : order) {
-    const Event& e = events_[i];
+    const Event& e = events()[i];
     if (e.gpu_start_ns >= 0)
       complete(os, first, e, e.gpu_start_ns, e.gpu_end_ns, 2, gpu_tid(e.device));
   }

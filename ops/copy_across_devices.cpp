@@ -1,6 +1,8 @@
-// kiln::copy_across_devices (ops/kernels.h) for a build with CUDA: CPU<->CUDA and
+// kiln::copy_across_devices (ops/kernels.h), the ToDevice family's kernel: CPU<->CUDA and
 // CUDA<->CUDA copies of whole tensors. A strided source is first packed on its own device
-// (kernel_contiguous), so only dense byte ranges cross the bus.
+// (kernel_contiguous), so only dense byte ranges cross the bus. Built with or without CUDA:
+// without it, no CUDA tensor can exist (allocating one throws), so only CPU->CPU runs, and
+// runtime/no_cuda's copy functions throw DeviceError.
 #include <cstring>
 
 #include "ops/kernels.h"

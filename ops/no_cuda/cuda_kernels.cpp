@@ -1,0 +1,31 @@
+// The kiln::cuda kernels of ops/kernels.h when kiln is built without the CUDA toolkit:
+// each throws DeviceError (the dispatcher only calls them for CUDA tensors, which such a
+// build cannot make; runtime/no_cuda/no_cuda.cpp is the runtime's side).
+#include "ops/kernels.h"
+#include "runtime/error.h"
+
+namespace kiln::cuda {
+
+#define KILN_NO_CUDA_KERNEL(fn)                                                        \
+  void fn(const OpCall& call, const Tensor& out) {                                     \
+    throw DeviceError(detail::cat("[", call.name(), "] kiln was built without CUDA")); \
+  }
+KILN_NO_CUDA_KERNEL(unary)
+KILN_NO_CUDA_KERNEL(clamp)
+KILN_NO_CUDA_KERNEL(binary)
+KILN_NO_CUDA_KERNEL(where)
+KILN_NO_CUDA_KERNEL(reduce)
+KILN_NO_CUDA_KERNEL(softmax)
+KILN_NO_CUDA_KERNEL(layer_norm)
+KILN_NO_CUDA_KERNEL(matmul)
+KILN_NO_CUDA_KERNEL(linear)
+KILN_NO_CUDA_KERNEL(conv2d)
+KILN_NO_CUDA_KERNEL(pool2d)
+KILN_NO_CUDA_KERNEL(unfold)
+KILN_NO_CUDA_KERNEL(cat)
+KILN_NO_CUDA_KERNEL(index_select)
+KILN_NO_CUDA_KERNEL(factory)
+KILN_NO_CUDA_KERNEL(random)
+#undef KILN_NO_CUDA_KERNEL
+
+}  // namespace kiln::cuda
