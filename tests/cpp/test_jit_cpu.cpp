@@ -350,29 +350,18 @@ TEST(KernelIr, SimplifyFoldsConstantsAndExactIdentities) {
   const int32_t zero = k.add(c);
   c.value = 2;
   const int32_t two = k.add(c);
-  KNode n;
-  n.op = KOp::Mul;
-  n.in[0] = x;
-  n.in[1] = one;
-  const int32_t m = k.add(n);  // x * 1
-  n.op = KOp::Add;
-  n.in[0] = m;
-  n.in[1] = zero;
-  const int32_t a = k.add(n);  // + 0
-  n.op = KOp::Mul;
-  n.in[0] = two;
-  n.in[1] = two;
-  const int32_t four = k.add(n);  // 2 * 2 folds
-  n.op = KOp::Mul;
-  n.in[0] = a;
-  n.in[1] = four;
-  const int32_t out = k.add(n);
+  using kiln::OpId;
+  const int32_t m = k.add(math_node(OpId::Mul, DType::Float32, x, one));       // x * 1
+  const int32_t a = k.add(math_node(OpId::Add, DType::Float32, m, zero));      // + 0
+  const int32_t four = k.add(math_node(OpId::Mul, DType::Float32, two, two));  // 2 * 2 folds
+  const int32_t out = k.add(math_node(OpId::Mul, DType::Float32, a, four));
   k.stores.push_back(KStore{out, 1});
   EXPECT_GT(simplify(k), 0);
   ASSERT_EQ(k.nodes.size(), 3u) << k.text();  // load, const 4, mul
   EXPECT_EQ(k.nodes[1].op, KOp::Const);
   EXPECT_EQ(k.nodes[1].value, 4.0);
-  EXPECT_EQ(k.nodes[2].op, KOp::Mul);
+  EXPECT_EQ(k.nodes[2].op, KOp::Binary);
+  EXPECT_EQ(k.nodes[2].fn, kiln::OpId::Mul);
   EXPECT_EQ(k.nodes[k.stores[0].node].in[0], 0);
 }
 
