@@ -1,6 +1,7 @@
 #include "jit/lower.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "runtime/error.h"
@@ -287,6 +288,16 @@ class Lowerer {
                       constant(static_cast<double>(op.attrs.correction), DType::Float64)),
                  constant(0, DType::Float64));
         return cast(math(OpId::Div, acc, ss, cast(dof, acc)), out);
+      }
+      case OpId::LogSumExp: {
+        // As PyTorch: log(sum(exp(x - m))) + m with m = max(x), or 0 when that is infinite.
+        const int32_t max = node(KOp::ReduceMax, out, x);
+        const int32_t infinite =
+            math(OpId::Eq, DType::Bool, math(OpId::Abs, out, max), constant(INFINITY, out));
+        const int32_t shift = node(KOp::Where, out, infinite, constant(0, out), max);
+        const int32_t s = sum_acc(math(OpId::Exp, out, math(OpId::Sub, out, x, shift)), out);
+        const DType acc = acc_type(out);
+        return cast(math(OpId::Add, acc, math(OpId::Log, acc, s), cast(shift, acc)), out);
       }
       case OpId::Softmax:
       case OpId::LogSoftmax: {

@@ -81,6 +81,8 @@ KILN_HD float cos(float x) { return ::cosf(x); }
 KILN_HD double cos(double x) { return ::cos(x); }
 KILN_HD float erf(float x) { return ::erff(x); }
 KILN_HD double erf(double x) { return ::erf(x); }
+KILN_HD float log1p(float x) { return ::log1pf(x); }
+KILN_HD double log1p(double x) { return ::log1p(x); }
 KILN_HD float pow(float x, float y) { return ::powf(x, y); }
 KILN_HD double pow(double x, double y) { return ::pow(x, y); }
 KILN_HD float abs(float x) { return ::fabsf(x); }
@@ -177,6 +179,7 @@ constexpr bool kHasUnaryFn = false;  // whether UnaryFn<Op> exists
       using pm::cos;                           \
       using pm::tanh;                          \
       using pm::erf;                           \
+      using pm::log1p;                         \
       using pm::abs;                           \
       return expr;                             \
     }                                          \
@@ -194,6 +197,7 @@ KILN_UNARY_FN(Sigmoid, T(1) / (T(1) + exp(-x)))
 KILN_UNARY_FN(Silu, x / (T(1) + exp(-x)))
 KILN_UNARY_FN(Reciprocal, T(1) / x)
 KILN_UNARY_FN(Erf, erf(x))
+KILN_UNARY_FN(Log1p, log1p(x))
 #undef KILN_UNARY_FN
 // relu and gelu need comparisons / an attribute, so they are spelled out.
 template <>

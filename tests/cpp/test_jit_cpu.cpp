@@ -93,6 +93,7 @@ const std::vector<UnaryCase>& unary_cases() {
       {"relu", kiln::relu, {}},
       {"silu", kiln::silu, {}},
       {"reciprocal", kiln::reciprocal, {0.2, 3.0}},
+      {"log1p", kiln::log1p, {-0.5, 4.0}},
   };
   return cases;
 }
@@ -208,6 +209,8 @@ TEST_F(JitCpu, RowReductionsWithProducersAndConsumers) {
       {"mean keepdim", [&] { return kiln::mean(kiln::exp(x), {1}, true) * 3; }},
       {"amax/amin", [&] { return kiln::amax(x * x, {1}) - kiln::amin(x, {1}); }},
       {"var", [&] { return kiln::var(x + 1, {1}, 1, true) + 0.5; }},
+      {"logsumexp", [&] { return kiln::logsumexp(x * 3, {1}) - 1; }},
+      {"logsumexp keepdim", [&] { return x - kiln::logsumexp(x, {1}, true); }},
       {"mean/var by hand",
        [&] {
          Tensor mu = kiln::mean(x, {1}, true);
@@ -222,6 +225,30 @@ TEST_F(JitCpu, RowReductionsWithProducersAndConsumers) {
     Tensor fused = traced(c.f, &kernels);
     EXPECT_EQ(kernels, 1);
     expect_matches(fused, eager(c.f), Tol{1e-5, 1e-5});
+  }
+}
+
+// logsumexp's special rows fused as eagerly: -inf rows, +inf, NaN, large values.
+TEST_F(JitCpu, LogSumExpOfInfiniteRowsMatchesEager) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Host h = random_host({6, 40}, DType::Float32);
+  for (int64_t j = 0; j < 40; ++j) {
+    h.at({0, j}) = -inf;
+    h.at({1, j}) = 1000 + j;
+  }
+  h.at({2, 3}) = inf;
+  h.at({3, 5}) = std::numeric_limits<double>::quiet_NaN();
+  h.at({4, 7}) = inf;
+  h.at({4, 8}) = -inf;
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    SCOPED_TRACE(name(d));
+    tr::reset();
+    Tensor x = make(h, d);
+    auto f = [&] { return kiln::logsumexp(x + 0, {1}) * 1; };
+    int kernels = 0;
+    Tensor fused = traced(f, &kernels);
+    EXPECT_EQ(kernels, 1);
+    expect_matches(fused, eager(f), loose(d));
   }
 }
 
