@@ -18,48 +18,23 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_id.h"
 #include "runtime/dtype.h"
 
 namespace kiln::jit {
 
+// Structural node kinds. The math of a pointwise op is not spelled out here: a Unary
+// or Binary node names the op (KNode::fn, an ops.def row) and both code generators call
+// that op's functor from ops/pointwise_math.h, the one the eager kernels run.
 enum class KOp : uint8_t {
   Load,
   Scalar,
   Const,
   ReduceCount,  // number of elements a row reduction covers (a run-time size), float64
-  // unary
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Sin,
-  Cos,
-  Tanh,
-  Sigmoid,
-  Relu,
-  Gelu,
-  Silu,
-  Reciprocal,
-  Erf,
   Cast,
-  // binary
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Max,
-  Min,
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  // ternary
-  Where,
+  Unary,   // pm::UnaryFn<fn>(in[0]); gelu with `approximate`: pm::GeluTanh
+  Binary,  // pm::BinaryFn<fn>(in[0], in[1]), inputs of one compute type; comparisons: Bool
+  Where,   // in[0] ? in[1] : in[2]
   // row reductions
   ReduceSum,
   ReduceMax,
@@ -72,6 +47,8 @@ enum class Level : uint8_t { Invariant, Row, Full };
 
 struct KNode {
   KOp op = KOp::Const;
+  OpId fn = OpId::NumOps;        // Unary, Binary: the op whose functor computes the value
+  bool approximate = false;      // Unary gelu: the tanh form
   DType dtype = DType::Float32;  // the value's type (float16/bfloat16 compute in float32)
   Level level = Level::Full;
   int32_t in[3] = {-1, -1, -1};
@@ -114,6 +91,11 @@ struct Kernel {
   std::string text() const;
   uint64_t hash() const;  // of text()
 };
+
+// A Unary or Binary node of op `fn` (gelu's tanh form when `approximate`).
+KNode math_node(OpId fn, DType dtype, int32_t a, int32_t b = -1, bool approximate = false);
+// The name of a node's computation in text(): "load", "exp", "gelu_tanh", ...
+std::string node_name(const KNode& n);
 
 // Constant folding and exact algebraic simplification (x*1, x+0, x-0, x/1, -(-x), casts
 // to the same type), then dead-node removal. Returns the number of nodes removed.

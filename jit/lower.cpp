@@ -1,6 +1,7 @@
 #include "jit/lower.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "runtime/error.h"
@@ -14,75 +15,7 @@ using tracer::TraceProgram;
 
 namespace {
 
-KOp unary_kop(OpId op) {
-  switch (op) {
-    case OpId::Neg:
-      return KOp::Neg;
-    case OpId::Abs:
-      return KOp::Abs;
-    case OpId::Exp:
-      return KOp::Exp;
-    case OpId::Log:
-      return KOp::Log;
-    case OpId::Sqrt:
-      return KOp::Sqrt;
-    case OpId::Rsqrt:
-      return KOp::Rsqrt;
-    case OpId::Sin:
-      return KOp::Sin;
-    case OpId::Cos:
-      return KOp::Cos;
-    case OpId::Tanh:
-      return KOp::Tanh;
-    case OpId::Sigmoid:
-      return KOp::Sigmoid;
-    case OpId::Relu:
-      return KOp::Relu;
-    case OpId::Silu:
-      return KOp::Silu;
-    case OpId::Reciprocal:
-      return KOp::Reciprocal;
-    case OpId::Erf:
-      return KOp::Erf;
-    default:
-      throw Unsupported(std::string("no lowering for ") + op_name(op));
-  }
-}
-
-KOp binary_kop(OpId op) {
-  switch (op) {
-    case OpId::Add:
-      return KOp::Add;
-    case OpId::Sub:
-      return KOp::Sub;
-    case OpId::Mul:
-      return KOp::Mul;
-    case OpId::Div:
-      return KOp::Div;
-    case OpId::Pow:
-      return KOp::Pow;
-    case OpId::Maximum:
-      return KOp::Max;
-    case OpId::Minimum:
-      return KOp::Min;
-    case OpId::Eq:
-      return KOp::Eq;
-    case OpId::Ne:
-      return KOp::Ne;
-    case OpId::Lt:
-      return KOp::Lt;
-    case OpId::Le:
-      return KOp::Le;
-    case OpId::Gt:
-      return KOp::Gt;
-    case OpId::Ge:
-      return KOp::Ge;
-    default:
-      throw Unsupported(std::string("no lowering for ") + op_name(op));
-  }
-}
-
-bool is_comparison(OpId op) { return op >= OpId::Eq && op <= OpId::Ge; }
+bool is_comparison(OpId op) { return op_info(op).dtype_rule == DTypeRule::Bool; }
 
 class Lowerer {
  public:
@@ -132,6 +65,10 @@ class Lowerer {
     n.in[1] = b;
     n.in[2] = c;
     return out_.kernel.add(n);
+  }
+  // A pointwise op's math: its functor from ops/pointwise_math.h.
+  int32_t math(OpId fn, DType dtype, int32_t a, int32_t b = -1, bool approximate = false) {
+    return out_.kernel.add(math_node(fn, dtype, a, b, approximate));
   }
   int32_t constant(double v, DType dtype) {
     KNode n;
@@ -253,35 +190,20 @@ class Lowerer {
     int32_t v = -1;
     if (fam == OpFamily::Unary) {
       const int32_t x = input(op.inputs[0], at);
-      if (op.op == OpId::Cast) {
+      if (op.op == OpId::Cast)
         v = cast(x, out);
-      } else if (op.op == OpId::Gelu) {
-        const int32_t xc = cast(x, out);
-        int32_t inner;
-        if (op.attrs.approximate_tanh) {
-          const int32_t x3 = node(KOp::Mul, out, node(KOp::Mul, out, xc, xc), xc);
-          inner =
-              node(KOp::Tanh, out,
-                   node(KOp::Mul, out, constant(0.7978845608028654, out),
-                        node(KOp::Add, out, xc, node(KOp::Mul, out, constant(0.044715, out), x3))));
-        } else {
-          inner = node(KOp::Erf, out, node(KOp::Mul, out, xc, constant(0.7071067811865476, out)));
-        }
-        v = node(KOp::Mul, out, node(KOp::Mul, out, constant(0.5, out), xc),
-                 node(KOp::Add, out, constant(1, out), inner));
-      } else {
-        v = node(unary_kop(op.op), out, cast(x, out));
-      }
+      else
+        v = math(op.op, out, cast(x, out), -1, op.op == OpId::Gelu && op.attrs.approximate_tanh);
     } else if (fam == OpFamily::Clamp) {
       v = cast(input(op.inputs[0], at), out);
       int s = 0;
       if (op.attrs.has_min) {
         const int32_t lo = cast(scalar(i, s++), out);
-        v = node(KOp::Where, out, node(KOp::Lt, DType::Bool, v, lo), lo, v);
+        v = node(KOp::Where, out, math(OpId::Lt, DType::Bool, v, lo), lo, v);
       }
       if (op.attrs.has_max) {
         const int32_t hi = cast(scalar(i, s++), out);
-        v = node(KOp::Where, out, node(KOp::Gt, DType::Bool, v, hi), hi, v);
+        v = node(KOp::Where, out, math(OpId::Gt, DType::Bool, v, hi), hi, v);
       }
     } else if (fam == OpFamily::Binary) {
       int32_t a, b;
@@ -308,8 +230,7 @@ class Lowerer {
       // 16-bit values compute in float32 with the scalar unrounded, then round, as the
       // eager kernels do: a bfloat16 pow(x, 2.01) is not pow(x, 2), nor x * 1.001 x * 1.
       if (compute == DType::Float16 || compute == DType::BFloat16) compute = DType::Float32;
-      v = node(binary_kop(op.op), is_comparison(op.op) ? out : compute, cast(a, compute),
-               cast(b, compute));
+      v = math(op.op, is_comparison(op.op) ? out : compute, cast(a, compute), cast(b, compute));
       v = cast(v, out);
     } else if (fam == OpFamily::Where) {
       const int32_t c = cast(input(op.inputs[0], at), DType::Bool);
@@ -338,13 +259,13 @@ class Lowerer {
   }
   int32_t mean_acc(int32_t x, DType out) {
     const DType acc = acc_type(out);
-    return node(KOp::Div, acc, sum_acc(x, out), cast(node(KOp::ReduceCount, DType::Float64), acc));
+    return math(OpId::Div, acc, sum_acc(x, out), cast(node(KOp::ReduceCount, DType::Float64), acc));
   }
   // Sum of squared deviations from the mean, accumulated like mean_acc.
   int32_t squared_deviations(int32_t x, int32_t mean, DType out) {
     const DType acc = acc_type(out);
-    const int32_t d = node(KOp::Sub, acc, cast(x, acc), mean);
-    return sum_acc(node(KOp::Mul, acc, d, d), out);
+    const int32_t d = math(OpId::Sub, acc, cast(x, acc), mean);
+    return sum_acc(math(OpId::Mul, acc, d, d), out);
   }
 
   int32_t lower_row_op(int i, const TraceOp& op, DType out) {
@@ -362,39 +283,50 @@ class Lowerer {
         const DType acc = acc_type(out);
         const int32_t ss = squared_deviations(x, mean_acc(x, out), out);
         const int32_t dof =
-            node(KOp::Max, DType::Float64,
-                 node(KOp::Sub, DType::Float64, node(KOp::ReduceCount, DType::Float64),
+            math(OpId::Maximum, DType::Float64,
+                 math(OpId::Sub, DType::Float64, node(KOp::ReduceCount, DType::Float64),
                       constant(static_cast<double>(op.attrs.correction), DType::Float64)),
                  constant(0, DType::Float64));
-        return cast(node(KOp::Div, acc, ss, cast(dof, acc)), out);
+        return cast(math(OpId::Div, acc, ss, cast(dof, acc)), out);
+      }
+      case OpId::LogSumExp: {
+        // As PyTorch: log(sum(exp(x - m))) + m with m = max(x), or 0 when that is infinite.
+        const int32_t max = node(KOp::ReduceMax, out, x);
+        const int32_t infinite =
+            math(OpId::Eq, DType::Bool, math(OpId::Abs, out, max), constant(INFINITY, out));
+        const int32_t shift = node(KOp::Where, out, infinite, constant(0, out), max);
+        const int32_t s = sum_acc(math(OpId::Exp, out, math(OpId::Sub, out, x, shift)), out);
+        const DType acc = acc_type(out);
+        return cast(math(OpId::Add, acc, math(OpId::Log, acc, s), cast(shift, acc)), out);
       }
       case OpId::Softmax:
       case OpId::LogSoftmax: {
         const int32_t max = node(KOp::ReduceMax, out, x);
-        const int32_t shifted = node(KOp::Sub, out, x, max);
-        const int32_t e = node(KOp::Exp, out, shifted);
+        const int32_t shifted = math(OpId::Sub, out, x, max);
+        const int32_t e = math(OpId::Exp, out, shifted);
         const int32_t s = sum_acc(e, out);
         const DType acc = acc_type(out);
         if (op.op == OpId::Softmax)
-          return node(KOp::Mul, out, e,
-                      cast(node(KOp::Div, acc, constant(1, acc), s), compute(out)));
-        return node(KOp::Sub, out, x,
-                    node(KOp::Add, out, max, cast(node(KOp::Log, acc, s), compute(out))));
+          return math(OpId::Mul, out, e,
+                      cast(math(OpId::Div, acc, constant(1, acc), s), compute(out)));
+        return math(OpId::Sub, out, x,
+                    math(OpId::Add, out, max, cast(math(OpId::Log, acc, s), compute(out))));
       }
       case OpId::LayerNorm: {
         // As ops/cpu/layer_norm.cpp: mean and variance in double, then
         // (x - mean) * (1 / sqrt(var + eps)) in the compute type.
         const DType acc = acc_type(out);
         const int32_t mean = mean_acc(x, out);
-        const int32_t var = node(KOp::Div, acc, squared_deviations(x, mean, out),
+        const int32_t var = math(OpId::Div, acc, squared_deviations(x, mean, out),
                                  cast(node(KOp::ReduceCount, DType::Float64), acc));
-        const int32_t r = cast(
-            node(KOp::Rsqrt, acc, node(KOp::Add, acc, var, cast(scalar(i, 0), acc))), compute(out));
-        int32_t y = node(KOp::Mul, out, node(KOp::Sub, out, x, cast(mean, compute(out))), r);
+        const int32_t r =
+            cast(math(OpId::Rsqrt, acc, math(OpId::Add, acc, var, cast(scalar(i, 0), acc))),
+                 compute(out));
+        int32_t y = math(OpId::Mul, out, math(OpId::Sub, out, x, cast(mean, compute(out))), r);
         if (op.inputs.size() > 1)
-          y = node(KOp::Mul, out, y, cast(input(op.inputs[1], g_.shape), out));
+          y = math(OpId::Mul, out, y, cast(input(op.inputs[1], g_.shape), out));
         if (op.inputs.size() > 2)
-          y = node(KOp::Add, out, y, cast(input(op.inputs[2], g_.shape), out));
+          y = math(OpId::Add, out, y, cast(input(op.inputs[2], g_.shape), out));
         return y;
       }
       default:

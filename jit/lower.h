@@ -1,7 +1,9 @@
 // Lowering: one FusionGroup of a plan -> a KernelIR kernel plus how to bind it at run
 // time (which tensor each operand is, its strides over the collapsed iteration space,
-// which run-time scalar each kernel scalar slot reads). Composite ops (gelu, sigmoid,
-// mean, var, softmax, layer_norm) become primitive nodes here. Shapes and strides are
+// which run-time scalar each kernel scalar slot reads). A pointwise op becomes one node
+// that names the op (its math is the op's functor in ops/pointwise_math.h, called by
+// both code generators); reductions and normalizations (mean, var, softmax, layer_norm)
+// become row reductions and the pointwise ops between them. Shapes and strides are
 // fixed by the trace's guards, so dims are collapsed now; the kernel code itself only
 // depends on the collapsed rank, dtypes and inner-stride classes, so a batch-size change
 // reuses it from the kernel cache.

@@ -25,6 +25,7 @@ bool is_row_op(OpId op) {
     case OpId::Max:
     case OpId::Min:
     case OpId::Var:
+    case OpId::LogSumExp:
     case OpId::Softmax:
     case OpId::LogSoftmax:
     case OpId::LayerNorm:

@@ -187,6 +187,7 @@ Tensor relu(const Tensor& x) { return call1(OpId::Relu, x); }
 Tensor silu(const Tensor& x) { return call1(OpId::Silu, x); }
 Tensor reciprocal(const Tensor& x) { return call1(OpId::Reciprocal, x); }
 Tensor erf(const Tensor& x) { return call1(OpId::Erf, x); }
+Tensor log1p(const Tensor& x) { return call1(OpId::Log1p, x); }
 Tensor gelu(const Tensor& x, bool approximate_tanh) {
   OpAttrs a;
   a.approximate_tanh = approximate_tanh;
@@ -264,6 +265,9 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 Tensor var(const Tensor& x, const Dims& dims, int64_t correction, bool keepdim) {
   return reduce(OpId::Var, x, dims, keepdim, correction);
+}
+Tensor logsumexp(const Tensor& x, const Dims& dims, bool keepdim) {
+  return reduce(OpId::LogSumExp, x, dims, keepdim);
 }
 
 // ---- normalization

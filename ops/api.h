@@ -65,6 +65,7 @@ Tensor gelu(const Tensor& x, bool approximate_tanh = false);
 Tensor silu(const Tensor& x);
 Tensor reciprocal(const Tensor& x);
 Tensor erf(const Tensor& x);
+Tensor log1p(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
 // ---- pointwise binary; a scalar may stand on either side
@@ -101,6 +102,7 @@ Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);  // values only
 Tensor min(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor var(const Tensor& x, const Dims& dims = {}, int64_t correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const Dims& dims = {}, bool keepdim = false);
 
 // ---- normalization
 Tensor softmax(const Tensor& x, int64_t dim);

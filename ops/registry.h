@@ -8,17 +8,10 @@
 
 #include <boost/container/small_vector.hpp>
 
+#include "ops/op_id.h"
 #include "runtime/tensor.h"
 
 namespace kiln {
-
-enum class OpId : uint16_t {
-#define KILN_OP(id, name, family, rule) id,
-#include "ops/ops.def"
-#undef KILN_OP
-  NumOps
-};
-constexpr int kNumOps = static_cast<int>(OpId::NumOps);
 
 // Which shape rule and which backend kernel function an op uses.
 enum class OpFamily : uint8_t {

@@ -19,7 +19,7 @@ JOBS="${KILN_JOBS:-$(nproc)}"
 PACKAGES=(
   cmake ninja-build g++
   python3-dev python3-numpy python3-pytest python3-torch
-  llvm-19-dev libzstd-dev
+  llvm-19-dev clang-19 libzstd-dev
   libxsimd-dev xtl-dev
   libboost-python-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -1,7 +1,8 @@
 // KernelIR -> CUDA C (see cuda_codegen.h for the argument layout). The emitter mirrors
 // jit/llvm/codegen.cpp: values are memoized per level (invariant at entry, row per row,
-// full per element), conversions and NaN rules are the same, so CPU and GPU fused code
-// agree with each other and with the eager kernels.
+// full per element), conversions are the same, and a pointwise op is a call of its
+// functor from ops/pointwise_math.h (which the source includes: NVRTC gets it from the
+// copy embedded in libkiln), the one the eager CUDA kernels run.
 #include "jit/cuda/cuda_codegen.h"
 
 #include <cmath>
@@ -22,6 +23,7 @@ ArgsLayout args_layout(const Kernel& kernel) {
 
 const std::string& cuda_prelude() {
   static const std::string text = R"(// kiln fused kernels (generated)
+#include "ops/pointwise_math.h"
 template <int N> struct KilnArgs { long long v[N]; };
 template <class S> struct alignas(4 * sizeof(S)) KilnVec { S x[4]; };
 __device__ __forceinline__ unsigned short kiln_f2h(float f) {
@@ -38,17 +40,9 @@ __device__ __forceinline__ unsigned short kiln_f2bf(float f) {  // nearest even;
   unsigned u = __float_as_uint(f);
   return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-template <class T> __device__ __forceinline__ T kiln_fmax(T a, T b) {  // NaN wins; +0 > -0
-  return a != a ? a : b != b ? b : a > b ? a : b > a ? b : (signbit(a) ? b : a);
-}
-template <class T> __device__ __forceinline__ T kiln_fmin(T a, T b) {
-  return a != a ? a : b != b ? b : a < b ? a : b < a ? b : (signbit(a) ? a : b);
-}
 struct KilnSum { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
-struct KilnFMax { template <class T> __device__ T operator()(T a, T b) const { return kiln_fmax(a, b); } };
-struct KilnFMin { template <class T> __device__ T operator()(T a, T b) const { return kiln_fmin(a, b); } };
-struct KilnIMax { template <class T> __device__ T operator()(T a, T b) const { return a > b ? a : b; } };
-struct KilnIMin { template <class T> __device__ T operator()(T a, T b) const { return a < b ? a : b; } };
+struct KilnMax { template <class T> __device__ T operator()(T a, T b) const { return kiln::pm::max(a, b); } };
+struct KilnMin { template <class T> __device__ T operator()(T a, T b) const { return kiln::pm::min(a, b); } };
 // Every lane gets lane 0's result of a fixed tree: deterministic run to run.
 template <class T, class F>
 __device__ __forceinline__ T kiln_warp_reduce(T v, F f) {
@@ -132,10 +126,6 @@ std::string round_through(DType d, const std::string& v) {
   if (d == DType::BFloat16) return "kiln_bf2f(kiln_f2bf(" + v + "))";
   return v;
 }
-// A math function by the value's type: expf for float, exp for double.
-std::string fn(const char* name, DType d) {
-  return d == DType::Float64 ? std::string(name) : std::string(name) + "f";
-}
 std::string double_bits(double v) {
   uint64_t bits;
   std::memcpy(&bits, &v, 8);
@@ -149,10 +139,25 @@ std::string identity(KOp op, DType d) {
   if (d == DType::Int32) return mx ? "(-2147483647 - 1)" : "2147483647";
   return mx ? "(-9223372036854775807LL - 1)" : "9223372036854775807LL";
 }
-std::string reducer(KOp op, DType d) {
-  if (op == KOp::ReduceSum) return "KilnSum()";
-  const bool mx = op == KOp::ReduceMax;
-  return flt(d) ? (mx ? "KilnFMax()" : "KilnFMin()") : (mx ? "KilnIMax()" : "KilnIMin()");
+std::string reducer(KOp op) {
+  return op == KOp::ReduceSum ? "KilnSum()" : op == KOp::ReduceMax ? "KilnMax()" : "KilnMin()";
+}
+
+// The C++ name of an op id: "Exp" for OpId::Exp.
+const char* op_id_name(OpId fn) {
+  static const char* const names[] = {
+#define KILN_OP(id, name, family, rule) #id,
+#include "ops/ops.def"
+#undef KILN_OP
+  };
+  return names[static_cast<int>(fn)];
+}
+
+// The functor of a Unary or Binary node, from ops/pointwise_math.h.
+std::string functor(const KNode& n) {
+  if (n.approximate) return "kiln::pm::GeluTanh{}";
+  return std::string(n.op == KOp::Unary ? "kiln::pm::UnaryFn" : "kiln::pm::BinaryFn") +
+         "<kiln::OpId::" + op_id_name(n.fn) + ">{}";
 }
 
 class Emitter {
@@ -191,72 +196,15 @@ class Emitter {
 
   std::string compute(const KNode& n, const std::string& a, const std::string& b,
                       const std::string& c) {
-    const bool f = flt(n.dtype);
-    const std::string t = ctype(n.dtype);
-    const std::string one = "static_cast<" + t + ">(1)";
     switch (n.op) {
-      case KOp::Neg:
-        return "-" + a;
-      case KOp::Abs:
-        return f ? fn("fabs", n.dtype) + "(" + a + ")" : "(" + a + " < 0 ? -" + a + " : " + a + ")";
-      case KOp::Exp:
-        return fn("exp", n.dtype) + "(" + a + ")";
-      case KOp::Log:
-        return fn("log", n.dtype) + "(" + a + ")";
-      case KOp::Sqrt:
-        return fn("sqrt", n.dtype) + "(" + a + ")";
-      case KOp::Rsqrt:
-        return one + " / " + fn("sqrt", n.dtype) + "(" + a + ")";
-      case KOp::Sin:
-        return fn("sin", n.dtype) + "(" + a + ")";
-      case KOp::Cos:
-        return fn("cos", n.dtype) + "(" + a + ")";
-      case KOp::Tanh:
-        return fn("tanh", n.dtype) + "(" + a + ")";
-      case KOp::Sigmoid:
-        return one + " / (" + one + " + " + fn("exp", n.dtype) + "(-" + a + "))";
-      case KOp::Silu:
-        return a + " * (" + one + " / (" + one + " + " + fn("exp", n.dtype) + "(-" + a + ")))";
-      case KOp::Relu:
-        // x > 0 or NaN keeps x; anything else (-0 too) is +0, as in the eager kernels.
-        return "(!(" + a + " <= 0) ? " + a + " : static_cast<" + t + ">(0))";
-      case KOp::Reciprocal:
-        return one + " / " + a;
-      case KOp::Erf:
-        return fn("erf", n.dtype) + "(" + a + ")";
-      case KOp::Add:
-        return a + " + " + b;
-      case KOp::Sub:
-        return a + " - " + b;
-      case KOp::Mul:
-        return a + " * " + b;
-      case KOp::Div:
-        if (!f) throw std::runtime_error("[jit] integer division has no fused code");
-        return a + " / " + b;
-      case KOp::Pow:
-        return fn("pow", n.dtype) + "(" + a + ", " + b + ")";
-      case KOp::Max:
-        return f ? "kiln_fmax(" + a + ", " + b + ")"
-                 : "(" + a + " > " + b + " ? " + a + " : " + b + ")";
-      case KOp::Min:
-        return f ? "kiln_fmin(" + a + ", " + b + ")"
-                 : "(" + a + " < " + b + " ? " + a + " : " + b + ")";
-      case KOp::Eq:
-        return a + " == " + b;
-      case KOp::Ne:
-        return a + " != " + b;
-      case KOp::Lt:
-        return a + " < " + b;
-      case KOp::Le:
-        return a + " <= " + b;
-      case KOp::Gt:
-        return a + " > " + b;
-      case KOp::Ge:
-        return a + " >= " + b;
+      case KOp::Unary:
+        return functor(n) + "(" + a + ")";
+      case KOp::Binary:
+        return functor(n) + "(" + a + ", " + b + ")";
       case KOp::Where:
         return a + " ? " + b + " : " + c;
       default:
-        throw std::runtime_error(std::string("[jit] no CUDA code for ") + kop_name(n.op));
+        throw std::runtime_error("[jit] no CUDA code for " + node_name(n));
     }
   }
 
@@ -490,14 +438,14 @@ class Emitter {
       memo_.clear();
       for (size_t q = 0; q < reds.size(); ++q) {
         const KNode& n = k_.nodes[reds[q]];
-        line(acc[q] + " = " + reducer(n.op, n.dtype) + "(" + acc[q] + ", " + value(n.in[0]) + ");");
+        line(acc[q] + " = " + reducer(n.op) + "(" + acc[q] + ", " + value(n.in[0]) + ");");
       }
       memo_.clear();
       close_cols_loop();
       for (size_t q = 0; q < reds.size(); ++q) {
         const KNode& n = k_.nodes[reds[q]];
         line(acc[q] + (mode == RowMode::Warp ? " = kiln_warp_reduce(" : " = kiln_block_reduce(") +
-             acc[q] + ", " + reducer(n.op, n.dtype) + (mode == RowMode::Warp ? ");" : ", smem);"));
+             acc[q] + ", " + reducer(n.op) + (mode == RowMode::Warp ? ");" : ", smem);"));
         row_[reds[q]] = acc[q];
       }
     }

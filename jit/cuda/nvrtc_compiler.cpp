@@ -9,8 +9,10 @@
 #include <cstdlib>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 #include "jit/debug_dump.h"
+#include "jit/embedded_files.h"
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
 #include "jit/pinned_lru.h"
@@ -31,6 +33,17 @@ void check_cuda(cudaError_t e, const char* what) {
   }
 }
 
+// FNV-1a of the embedded headers: part of the cache key, as the source text is.
+uint64_t headers_digest() {
+  static const uint64_t digest = [] {
+    uint64_t h = fnv1a("");
+    for (const EmbeddedFile& f : embedded::nvrtc_headers())
+      h = fnv1a(std::string(f.path) + '\n' + std::string(f.data, f.size), h);
+    return h;
+  }();
+  return digest;
+}
+
 std::string arch_of(int device) {
   int major = 0, minor = 0;
   check_cuda(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device),
@@ -45,8 +58,16 @@ std::string arch_of(int device) {
 std::string compile_cubin(const std::string& source, const std::string& arch) {
   if (const char* f = std::getenv("KILN_CUDA_JIT_FAIL"); f && *f && std::string(f) != "0")
     throw std::runtime_error("[nvrtc] compile refused: KILN_CUDA_JIT_FAIL is set");
+  // The headers the source includes (ops/pointwise_math.h, ...) come from libkiln.
+  std::vector<const char*> header_texts, header_names;
+  for (const EmbeddedFile& f : embedded::nvrtc_headers()) {
+    header_texts.push_back(f.data);
+    header_names.push_back(f.path);
+  }
   nvrtcProgram prog;
-  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "kiln_trace.cu", 0, nullptr, nullptr),
+  check_nvrtc(nvrtcCreateProgram(&prog, source.c_str(), "kiln_trace.cu",
+                                 static_cast<int>(header_texts.size()), header_texts.data(),
+                                 header_names.data()),
               "nvrtcCreateProgram");
   const std::string arch_opt = "--gpu-architecture=" + arch;
   const char* opts[] = {arch_opt.c_str(), "-std=c++17", "--extra-device-vectorization"};
@@ -112,7 +133,7 @@ CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::
   CudaModule out;
   out.arch = arch_of(device);
   const std::string key = "cuda-" + hex64(fnv1a(source)) + "-" + hex64(fnv1a(source, 7)) + "-" +
-                          out.arch + "-" + impl_->version;
+                          out.arch + "-" + impl_->version + "-" + hex64(headers_digest());
   std::lock_guard<std::mutex> lock(impl_->mutex);
   cudaLibrary_t lib = nullptr;
   std::shared_ptr<Impl::Library> library;

@@ -31,7 +31,9 @@ struct CudaModule {
 };
 
 // Source -> CUBIN for an architecture ("sm_90"), no device needed (CI checks the
-// generated code compiles). Throws std::runtime_error with NVRTC's log.
+// generated code compiles). The source may include ops/pointwise_math.h and the headers
+// it includes: NVRTC gets them from libkiln (jit/embedded_files.h), never from disk.
+// Throws std::runtime_error with NVRTC's log.
 std::string compile_cubin(const std::string& source, const std::string& arch);
 
 struct NvrtcStats {

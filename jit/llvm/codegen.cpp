@@ -13,6 +13,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "jit/llvm/scalar_functions.h"
+
 namespace kiln::jit::llvm_backend {
 
 using llvm::BasicBlock;
@@ -181,109 +183,24 @@ class Emitter {
   }
   Value* fconst(Type* t, double v) { return llvm::ConstantFP::get(t, v); }
 
-  // ---- elementwise math
-  Value* call1(llvm::Intrinsic::ID id, Value* x) { return b_.CreateUnaryIntrinsic(id, x); }
-  Value* exp(Value* x) { return call1(llvm::Intrinsic::exp, x); }
-  Value* tanh(Value* x) {
-    Type* t = x->getType();
-    if (t->isDoubleTy()) return libm("tanhf", "tanh", x);  // float64: libm's accuracy
-    Value* a = call1(llvm::Intrinsic::fabs, x);
-    Value* e = exp(b_.CreateFMul(a, fconst(t, -2.0)));
-    Value* big = b_.CreateFDiv(b_.CreateFSub(fconst(t, 1.0), e), b_.CreateFAdd(fconst(t, 1.0), e));
-    big = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, big, x);
-    // Small |x|: the odd Taylor series to x^13 (error below 1e-9 for |x| < 0.3).
-    static const double c[] = {-1.0 / 3,    2.0 / 15,         -17.0 / 315,
-                               62.0 / 2835, -1382.0 / 155925, 21844.0 / 6081075};
-    Value* x2 = b_.CreateFMul(x, x);
-    Value* p = fconst(t, c[5]);
-    for (int i = 4; i >= 0; --i) p = b_.CreateFAdd(b_.CreateFMul(p, x2), fconst(t, c[i]));
-    Value* small = b_.CreateFAdd(x, b_.CreateFMul(b_.CreateFMul(x, x2), p));
-    return b_.CreateSelect(b_.CreateFCmpOLT(a, fconst(t, 0.3)), small, big);
-  }
-  Value* sigmoid(Value* x) {
-    Type* t = x->getType();
-    return b_.CreateFDiv(fconst(t, 1.0), b_.CreateFAdd(fconst(t, 1.0), exp(b_.CreateFNeg(x))));
-  }
-  Value* libm(const char* f32, const char* f64, Value* x) {
-    Type* t = x->getType();
-    llvm::FunctionCallee f = m_.getOrInsertFunction(t->isDoubleTy() ? f64 : f32, t, t);
-    return b_.CreateCall(f, {x});
-  }
-
+  // ---- pointwise math: a call of the op's functor, compiled from ops/pointwise_math.h
+  // to bitcode at build time; jit/llvm/scalar_functions links it in before the passes
+  // run, which inline it (and the loop vectorizer then maps exp/log/sin/cos/pow to
+  // libmvec).
   Value* compute(const KNode& n, Value* a, Value* b, Value* c) {
-    const bool f = flt(n.dtype);
-    Type* t = ctype(n.dtype);
-    switch (n.op) {
-      case KOp::Neg:
-        return f ? b_.CreateFNeg(a) : b_.CreateNeg(a);
-      case KOp::Abs:
-        return f ? call1(llvm::Intrinsic::fabs, a)
-                 : b_.CreateSelect(b_.CreateICmpSLT(a, llvm::ConstantInt::get(t, 0)),
-                                   b_.CreateNeg(a), a);
-      case KOp::Exp:
-        return exp(a);
-      case KOp::Log:
-        return call1(llvm::Intrinsic::log, a);
-      case KOp::Sqrt:
-        return call1(llvm::Intrinsic::sqrt, a);
-      case KOp::Rsqrt:
-        return b_.CreateFDiv(fconst(t, 1.0), call1(llvm::Intrinsic::sqrt, a));
-      case KOp::Sin:
-        return call1(llvm::Intrinsic::sin, a);
-      case KOp::Cos:
-        return call1(llvm::Intrinsic::cos, a);
-      case KOp::Tanh:
-        return tanh(a);
-      case KOp::Sigmoid:
-        return sigmoid(a);
-      case KOp::Silu:
-        return b_.CreateFMul(a, sigmoid(a));
-      case KOp::Relu:
-        // x > 0 or NaN keeps x; anything else (-0 too) is +0, as in the eager kernels.
-        return f ? b_.CreateSelect(b_.CreateFCmpUGT(a, fconst(t, 0)), a, fconst(t, 0))
-                 : b_.CreateSelect(b_.CreateICmpSLT(a, llvm::ConstantInt::get(t, 0)),
-                                   llvm::ConstantInt::get(t, 0), a);
-      case KOp::Reciprocal:
-        return b_.CreateFDiv(fconst(t, 1.0), a);
-      case KOp::Erf:
-        return libm("erff", "erf", a);
-      case KOp::Add:
-        return f ? b_.CreateFAdd(a, b) : b_.CreateAdd(a, b);
-      case KOp::Sub:
-        return f ? b_.CreateFSub(a, b) : b_.CreateSub(a, b);
-      case KOp::Mul:
-        return f ? b_.CreateFMul(a, b) : b_.CreateMul(a, b);
-      case KOp::Div:
-        if (!f) throw std::runtime_error("[jit] integer division has no fused code");
-        return b_.CreateFDiv(a, b);
-      case KOp::Pow:
-        return b_.CreateBinaryIntrinsic(llvm::Intrinsic::pow, a, b);
-      case KOp::Max:
-        return f ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, a, b)
-                 : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, a, b);
-      case KOp::Min:
-        return f ? b_.CreateBinaryIntrinsic(llvm::Intrinsic::minimum, a, b)
-                 : b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, a, b);
-      case KOp::Eq:
-      case KOp::Ne:
-      case KOp::Lt:
-      case KOp::Le:
-      case KOp::Gt:
-      case KOp::Ge: {
-        const bool fa = a->getType()->isFloatingPointTy();
-        using P = llvm::CmpInst::Predicate;
-        static const P fp[] = {P::FCMP_OEQ, P::FCMP_UNE, P::FCMP_OLT,
-                               P::FCMP_OLE, P::FCMP_OGT, P::FCMP_OGE};
-        static const P ip[] = {P::ICMP_EQ,  P::ICMP_NE,  P::ICMP_SLT,
-                               P::ICMP_SLE, P::ICMP_SGT, P::ICMP_SGE};
-        const int i = static_cast<int>(n.op) - static_cast<int>(KOp::Eq);
-        return fa ? b_.CreateFCmp(fp[i], a, b) : b_.CreateICmp(ip[i], a, b);
-      }
-      case KOp::Where:
-        return b_.CreateSelect(a, b, c);
-      default:
-        throw std::runtime_error(std::string("[jit] no code for ") + kop_name(n.op));
-    }
+    if (n.op == KOp::Where) return b_.CreateSelect(a, b, c);
+    if (n.op != KOp::Unary && n.op != KOp::Binary)
+      throw std::runtime_error(std::string("[jit] no code for ") + node_name(n));
+    const DType operand = k_.nodes[n.in[0]].dtype;
+    if (n.op == KOp::Binary && ctype(k_.nodes[n.in[1]].dtype) != ctype(operand))
+      throw std::runtime_error("[jit] " + node_name(n) + " on operands of two types");
+    Type* t = ctype(operand);
+    std::vector<Type*> params(n.op == KOp::Unary ? 1 : 2, t);
+    llvm::FunctionCallee f =
+        m_.getOrInsertFunction(scalar_function_name(n.fn, n.approximate, operand),
+                               llvm::FunctionType::get(ctype(n.dtype), params, false));
+    if (n.op == KOp::Unary) return b_.CreateCall(f, {a});
+    return b_.CreateCall(f, {a, b});
   }
 
   // ---- values by level. Full-level values live in the current loop body (memo_),

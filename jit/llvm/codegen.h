@@ -7,7 +7,10 @@
 // int64). [begin, end) is a range of elements (pointwise kernels) or rows (row kernels):
 // the host splits the work over its threads and calls the function once per chunk.
 // Innermost loops are plain counted loops over noalias pointers, written for the loop
-// vectorizer; exp/log/sin/cos map to glibc's vector math (libmvec) when it is loaded.
+// vectorizer. A pointwise op is a call of its scalar function (jit/llvm/scalar_functions.h:
+// the op's functor from ops/pointwise_math.h), defined once the module is linked with
+// link_scalar_functions; inlined, its exp/log/sin/cos/pow map to glibc's vector math
+// (libmvec) when it is loaded.
 #pragma once
 
 #include <memory>

@@ -25,6 +25,7 @@
 #include "jit/debug_dump.h"
 #include "jit/kernel_cache.h"
 #include "jit/llvm/codegen.h"
+#include "jit/llvm/scalar_functions.h"
 #include "jit/pinned_lru.h"
 
 namespace kiln::jit::llvm_backend {
@@ -91,7 +92,8 @@ struct LlvmJit::Impl {
         check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
                   jit->getDataLayout().getGlobalPrefix()),
               "opening the process's symbols"));
-    host = cpu + " " + features + " llvm-" LLVM_VERSION_STRING + (libmvec ? " libmvec" : "");
+    host = cpu + " " + features + " llvm-" LLVM_VERSION_STRING + (libmvec ? " libmvec" : "") +
+           " fns-" + hex64(scalar_functions_digest());
   }
 
   void insert(const std::string& key, std::shared_ptr<Linked> linked) {
@@ -193,6 +195,7 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
   std::unique_ptr<llvm::Module> module = emit_kernel(kernel, symbol, context);
   module->setDataLayout(impl_->tm->createDataLayout());
   module->setTargetTriple(impl_->tm->getTargetTriple().str());
+  link_scalar_functions(*module);
   for (llvm::Function& f : *module) {
     if (f.isDeclaration()) continue;
     f.addFnAttr("target-cpu", impl_->cpu);

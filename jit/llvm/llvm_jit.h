@@ -1,7 +1,8 @@
 // LlvmJit: the process's one ORC LLJIT, shared by every thread. get(kernel) returns the
 // kernel's entry point from (in order) the in-memory table, the disk cache (an object
 // file added to the JIT as is, no LLVM passes run) or a fresh compile:
-//   IRBuilder module (jit/llvm/codegen) -> O3 for the host CPU (its name and features,
+//   IRBuilder module (jit/llvm/codegen) -> the ops' scalar functions linked in
+//   (jit/llvm/scalar_functions) -> O3 for the host CPU (its name and features,
 //   glibc's libmvec as the vector math library when it loads) -> object file -> disk cache
 //   -> linked into the JIT.
 // Compiling is serialized by a mutex; looking a kernel up in memory takes the same lock

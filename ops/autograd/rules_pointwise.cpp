@@ -61,6 +61,8 @@ Tensor unary_grad(const OpNode& n, const Tensor& g) {
       const Tensor v = x(), s = sigmoid(v);
       return g * s * (1 + v * (1 - s));
     }
+    case OpId::Log1p:
+      return g / (x() + 1);
     case OpId::Erf: {
       const Tensor v = x();
       return g * (2 * kInvSqrt2Pi * std::sqrt(2.0)) * exp(-(v * v));

@@ -1,4 +1,4 @@
-// Backward rules of reductions (sum, mean, amax/amin, var), softmax / log_softmax and
+// Backward rules of reductions (sum, mean, amax/amin, var, logsumexp), softmax / log_softmax and
 // layer_norm. Max/min split the gradient evenly between tied maxima (PyTorch's amax).
 #include "ops/api.h"
 #include "ops/autograd/rules.h"
@@ -33,6 +33,10 @@ Tensor reduction_grad(const OpNode& n, const Tensor& g) {
       const Tensor x = n.saved(0);
       const double denom = static_cast<double>(reduced_count(sizes, dims) - c.attrs.correction);
       return ge * (x - mean(x, dims, true)) * (2.0 / denom);
+    }
+    case OpId::LogSumExp: {
+      const Tensor x = n.saved(0);
+      return ge * exp(x - logsumexp(x, dims, true));
     }
     default:
       return {};

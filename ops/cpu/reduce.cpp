@@ -1,4 +1,4 @@
-// CPU reductions: Sum, Mean, Max, Min, Argmax, Var over attrs.dims.
+// CPU reductions: Sum, Mean, Max, Min, Argmax, Var, LogSumExp over attrs.dims.
 //
 // The input is first brought to a contiguous [outer, reduced, inner] layout
 // (ops/cpu/reduce_layout.h), then each op runs one of two loop shapes: rows (inner
@@ -17,6 +17,7 @@
 #include "ops/cpu/reduce_accumulators.h"
 #include "ops/cpu/reduce_layout.h"
 #include "ops/kernels.h"
+#include "ops/reduce_math.h"
 
 namespace kiln::cpu {
 namespace {
@@ -53,6 +54,28 @@ void run_extreme(const T* x, const ReduceLayout& l, const Tensor& out) {
   with_output(out, dtype_of<T>(), [&](const Tensor& dst) {
     reduce_layout_with(P{}, x, l.outer, l.reduced, l.inner, dst.data<T>(),
                        [](typename P::Acc acc) { return to_element<T>(acc); });
+  });
+}
+
+// ---- LogSumExp: one pass with ops/reduce_math.h's accumulator, in double.
+
+template <class T>
+struct LogSumExpAccumulator {
+  using F = pm::LogSumExp<double>;
+  using Acc = F::Acc;
+  static constexpr int64_t kLanes = 4;
+  static Acc identity() { return F::identity(); }
+  static Acc add(Acc acc, T v) { return F::add(acc, static_cast<double>(v)); }
+  static Acc combine(Acc a, Acc b) { return F::combine(a, b); }
+};
+
+template <class T>
+void run_logsumexp(const T* x, const ReduceLayout& l, const Tensor& out) {
+  using P = LogSumExpAccumulator<T>;
+  using Out = FloatingOut<T>;
+  with_output(out, dtype_of<Out>(), [&](const Tensor& dst) {
+    reduce_layout_with(P{}, x, l.outer, l.reduced, l.inner, dst.data<Out>(),
+                       [](typename P::Acc acc) { return to_element<Out>(P::F::finish(acc)); });
   });
 }
 
@@ -227,6 +250,9 @@ void reduce(const OpCall& call, const Tensor& out) {
         break;
       case OpId::Var:
         run_var(x, layout, call.attrs.correction, out);
+        break;
+      case OpId::LogSumExp:
+        run_logsumexp(x, layout, out);
         break;
       default:
         assert(false && "reduce: not a reduction op");

@@ -1,5 +1,5 @@
-// Reductions: sum, mean, max, min, argmax, var over attrs.dims (sorted, unique; every dim
-// when the user named none), keepdim or not.
+// Reductions: sum, mean, max, min, argmax, var, logsumexp over attrs.dims (sorted, unique; every
+// dim when the user named none), keepdim or not.
 //
 // Strategy: view x with the kept dims first and the reduced dims last (a permuted view of
 // the same storage), pack it (a copy only when that view is not already dense; mean and
@@ -19,6 +19,7 @@
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/reduce.cuh"
 #include "ops/pointwise_math.h"
+#include "ops/reduce_math.h"
 
 namespace kiln::cuda_impl {
 namespace {
@@ -109,6 +110,17 @@ struct VarOp {
     if (div < C(0)) div = C(0);
     return convert<T>(a.m2 / div);
   }
+};
+
+template <class T>
+struct LogSumExpOp {  // ops/reduce_math.h's accumulator in compute_t<T>
+  using C = compute_t<T>;
+  using F = pm::LogSumExp<C>;
+  using acc_t = typename F::Acc;
+  __device__ acc_t identity() const { return F::identity(); }
+  __device__ acc_t reduce(acc_t a, T v, int64_t) const { return F::add(a, widen(v)); }
+  __device__ acc_t combine(acc_t a, acc_t b) const { return F::combine(a, b); }
+  __device__ T project(acc_t a) const { return convert<T>(F::finish(a)); }
 };
 
 template <class T>
@@ -239,6 +251,13 @@ void reduce(const OpCall& call, const Tensor& out) {
         using T = decltype(tag);
         using C = compute_t<T>;
         run<T, T>(r, out, VarOp<T>{static_cast<C>(call.attrs.correction)}, name);
+      });
+      return;
+    }
+    case OpId::LogSumExp: {
+      const Rows r = pack_rows(x, dims, out.dtype());
+      visit_floating(out.dtype(), name, [&](auto tag) {
+        run<decltype(tag), decltype(tag)>(r, out, LogSumExpOp<decltype(tag)>{}, name);
       });
       return;
     }

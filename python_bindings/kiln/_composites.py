@@ -1,7 +1,7 @@
 """Everyday PyTorch functions and Tensor methods composed of kiln ops (so autograd and
 the tracer see ordinary ops): predicates (isfinite, isnan, isinf, any, all, logical_*),
 rounding (floor, ceil, trunc, round, frac; floor_divide, remainder, fmod, // and %),
-sign, square, log1p, expm1, log2, log10, exp2, lerp, addcmul, addcdiv, logsumexp,
+sign, square, expm1, log2, log10, exp2, lerp, addcmul, addcdiv,
 norms (norm, linalg.vector_norm), linear algebra (eye, outer, dot, mv, mm, bmm, addmm,
 baddbmm, diag), data movement (flip, roll, repeat_interleave, tile, unbind),
 nan_to_num, allclose, equal, var_mean / std_mean, count_nonzero, and the in-place
@@ -19,8 +19,8 @@ from ._kiln import Tensor
 __all__ = [
     "isfinite", "isnan", "isinf", "any", "all", "logical_and", "logical_or", "logical_xor",
     "logical_not", "floor", "ceil", "trunc", "fix", "round", "frac", "floor_divide",
-    "remainder", "fmod", "sign", "sgn", "square", "log1p", "expm1", "log2", "log10", "exp2",
-    "lerp", "addcmul", "addcdiv", "logsumexp", "norm", "eye", "outer", "ger", "dot", "mv",
+    "remainder", "fmod", "sign", "sgn", "square", "expm1", "log2", "log10", "exp2",
+    "lerp", "addcmul", "addcdiv", "norm", "eye", "outer", "ger", "dot", "mv",
     "mm", "bmm", "addmm", "baddbmm", "diag", "flip", "roll", "repeat_interleave", "tile",
     "unbind", "nan_to_num", "allclose", "isclose", "equal", "var_mean", "std_mean",
     "count_nonzero", "bernoulli",
@@ -180,12 +180,6 @@ def square(input):
     return input * input
 
 
-def log1p(input):
-    from .nn._functional_act import log1p as _log1p
-
-    return _log1p(input)
-
-
 def expm1(input):
     from .nn._functional_act import expm1 as _expm1
 
@@ -214,18 +208,6 @@ def addcmul(input, tensor1, tensor2, *, value=1):
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
     return input + value * tensor1 / tensor2
-
-
-def logsumexp(input, dim, keepdim=False):
-    """log(sum(exp(x))) over dim, shifted by the (detached) max for stability."""
-    m = input.detach().amax(dim, keepdim=True)
-    m = _C.where(_C.abs(m) == float("inf"), 0.0, m)
-    out = _C.log(_C.exp(input - m).sum(dim, keepdim=True)) + m
-    if not keepdim:
-        dims = (dim,) if isinstance(dim, int) else tuple(dim)
-        for d in sorted((d % input.ndim for d in dims), reverse=True):
-            out = out.squeeze(d)
-    return out
 
 
 def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
@@ -552,7 +534,7 @@ Tensor.exponential_ = _exponential_
 Tensor.random_ = _random_
 Tensor.fill_diagonal_ = _fill_diagonal_
 Tensor.index_fill_ = _index_fill_
-for _fn in (floor, ceil, trunc, round, frac, sign, square, lerp, addcmul, addcdiv, log1p,
+for _fn in (floor, ceil, trunc, round, frac, sign, square, lerp, addcmul, addcdiv, _C.log1p,
             expm1, log2, log10, nan_to_num, logical_not, remainder, fmod, floor_divide):
     if not hasattr(Tensor, _fn.__name__ + "_"):
         setattr(Tensor, _fn.__name__ + "_", _inplace(_fn))

@@ -453,6 +453,12 @@ void register_ops() {
       },
       dim_keep);
   bp::def(
+      "logsumexp",
+      +[](T x, const bp::object& dim, bool keepdim) {
+        return kiln::logsumexp(x, to_dims(dim, "logsumexp", "dim", true), keepdim);
+      },
+      dim_keep);
+  bp::def(
       "amin",
       +[](T x, const bp::object& dim, bool keepdim) {
         return kiln::amin(x, to_dims(dim, "amin", "dim", true), keepdim);

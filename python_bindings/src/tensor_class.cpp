@@ -190,6 +190,9 @@ Tensor mean_m(const Tensor& x, const bp::object& dim, bool keepdim, const bp::ob
 Tensor amax_m(const Tensor& x, const bp::object& dim, bool keepdim) {
   return kiln::amax(x, to_dims(dim, "amax", "dim", true), keepdim);
 }
+Tensor logsumexp_m(const Tensor& x, const bp::object& dim, bool keepdim) {
+  return kiln::logsumexp(x, to_dims(dim, "logsumexp", "dim", true), keepdim);
+}
 Tensor amin_m(const Tensor& x, const bp::object& dim, bool keepdim) {
   return kiln::amin(x, to_dims(dim, "amin", "dim", true), keepdim);
 }
@@ -458,6 +461,7 @@ void register_tensor_class() {
       .def("mean", &mean_m, dim_keep_dtype)
       .def("amax", &amax_m, dim_keep)
       .def("amin", &amin_m, dim_keep)
+      .def("logsumexp", &logsumexp_m, dim_keep)
       .def("argmax", &argmax_m, dim_keep)
       .def("_var", &var_m);
 

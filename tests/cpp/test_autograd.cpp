@@ -208,7 +208,8 @@ std::vector<GradCase> build_cases() {
                                    {"relu", kiln::relu, away_from_zero()},
                                    {"silu", kiln::silu, range(-4, 4)},
                                    {"reciprocal", kiln::reciprocal, away_from_zero(0.3)},
-                                   {"erf", kiln::erf, range(-2.5, 2.5)}}) {
+                                   {"erf", kiln::erf, range(-2.5, 2.5)},
+                                   {"log1p", kiln::log1p, positive(0.2, 3.0)}}) {
     Unary f = u.fn;
     add(u.name, {{s34, u.r}}, [f](const auto& x) { return f(x[0]); });
   }
@@ -303,6 +304,8 @@ std::vector<GradCase> build_cases() {
     add("amax" + suffix, {{s234}}, [d, k](const auto& x) { return kiln::amax(x[0], d, k); });
     add("amin" + suffix, {{s234}}, [d, k](const auto& x) { return kiln::amin(x[0], d, k); });
     add("var" + suffix, {{s234}}, [d, k](const auto& x) { return kiln::var(x[0], d, 1, k); });
+    add("logsumexp" + suffix, {{s234}},
+        [d, k](const auto& x) { return kiln::logsumexp(x[0], d, k); });
   }
   add("var_correction0", {{s234}}, [](const auto& x) { return kiln::var(x[0], {2}, 0, false); });
   add("var_correction2_keepdim", {{s234}}, [](const auto& x) {

@@ -152,6 +152,8 @@ double ref_unary(OpId op, double x) {
       return 1.0 / x;
     case OpId::Erf:
       return std::erf(x);
+    case OpId::Log1p:
+      return std::log1p(x);
     default:
       return kNaN;
   }
@@ -256,6 +258,8 @@ Tensor call_unary(OpId op, const Tensor& x) {
       return kiln::reciprocal(x);
     case OpId::Erf:
       return kiln::erf(x);
+    case OpId::Log1p:
+      return kiln::log1p(x);
     default:
       return x.to(DType::Float64);  // Cast
   }
@@ -465,6 +469,8 @@ Tensor call_reduce(OpId op, const Tensor& x, const Dims& dims, bool keepdim = fa
     case OpId::Argmax:
       return kiln::argmax(x, dims.empty() ? std::nullopt : std::optional<int64_t>(dims[0]),
                           keepdim);
+    case OpId::LogSumExp:
+      return kiln::logsumexp(x, dims, keepdim);
     default:
       return kiln::var(x, dims, 1, keepdim);
   }
@@ -507,6 +513,9 @@ void reduce_rows(OpId op, std::vector<Row>& rows) {
     case OpId::Argmax:
       expected = Host({2}, {1, 1});
       break;
+    case OpId::LogSumExp:  // an infinite maximum is not subtracted (PyTorch): inf, not NaN
+      expected = Host({2}, {kNaN, kInf});
+      break;
     default:  // var
       expected = Host({2}, {kNaN, kNaN});
       break;
@@ -523,7 +532,7 @@ void reduce_rows(OpId op, std::vector<Row>& rows) {
                                          },
                                          {b, "[0, 3]"}));
   } else {
-    const double e = op == OpId::Sum ? 0.0 : kNaN;
+    const double e = op == OpId::Sum ? 0.0 : op == OpId::LogSumExp ? -kInf : kNaN;
     rows.push_back(ieee_row(
         op, "EmptyReduction",
         [op] {

@@ -7,6 +7,8 @@
 #ifdef KILN_WITH_CUDA
 #include "jit/cuda/cuda_codegen.h"
 #include "jit/cuda/nvrtc_compiler.h"
+#include "ops/pointwise_math.h"
+#include "ops/registry.h"
 
 namespace {
 
@@ -52,8 +54,25 @@ struct Builder {
     n.level = Level::Invariant;
     return k.add(n);
   }
+  int32_t math(kiln::OpId fn, DType d, int32_t a, int32_t b = -1, Level level = Level::Full) {
+    KNode n = math_node(fn, d, a, b);
+    n.level = level;
+    return k.add(n);
+  }
   void store(int32_t node, int32_t operand) { k.stores.push_back({node, operand}); }
 };
+
+// Every op of ops/ops.def with a functor in ops/pointwise_math.h.
+std::vector<kiln::OpId> ops_with_functor(bool binary) {
+  std::vector<kiln::OpId> ops;
+  for (int i = 0; i < kiln::kNumOps; ++i) {
+    const auto op = static_cast<kiln::OpId>(i);
+    if (binary ? kiln::pm::visit_binary_op(op, [](auto) {})
+               : kiln::pm::visit_unary_op(op, [](auto) {}))
+      ops.push_back(op);
+  }
+  return ops;
+}
 
 // Every unary and binary op on one float type, pointwise over `rank` dims.
 Kernel every_op(DType storage, InnerStride inner, int rank) {
@@ -64,19 +83,27 @@ Kernel every_op(DType storage, InnerStride inner, int rank) {
   const int32_t x = b.load(b.operand(storage, inner, false), f);
   const int32_t y = b.load(b.operand(storage, InnerStride::Broadcast, false), f);
   const int32_t s = b.node(KOp::Cast, f, b.scalar(0, DType::Float64), -1, -1, Level::Invariant);
-  int32_t acc = b.node(KOp::Add, f, x, s);
-  for (KOp op : {KOp::Neg, KOp::Abs, KOp::Exp, KOp::Log, KOp::Sqrt, KOp::Rsqrt, KOp::Sin, KOp::Cos,
-                 KOp::Tanh, KOp::Sigmoid, KOp::Relu, KOp::Silu, KOp::Reciprocal, KOp::Erf})
-    acc = b.node(KOp::Add, f, acc, b.node(op, f, x));
-  for (KOp op : {KOp::Add, KOp::Sub, KOp::Mul, KOp::Div, KOp::Pow, KOp::Max, KOp::Min})
-    acc = b.node(KOp::Add, f, acc, b.node(op, f, x, y));
-  const int32_t gt = b.node(KOp::Gt, DType::Bool, x, y);
+  using kiln::OpId;
+  int32_t acc = b.math(OpId::Add, f, x, s);
+  for (OpId op : ops_with_functor(false)) acc = b.math(OpId::Add, f, acc, b.math(op, f, x));
+  KNode gelu_tanh = math_node(OpId::Gelu, f, x, -1, true);
+  acc = b.math(OpId::Add, f, acc, b.k.add(gelu_tanh));
+  for (OpId op : ops_with_functor(true)) {
+    const bool compare = kiln::op_info(op).dtype_rule == kiln::DTypeRule::Bool;
+    const int32_t v = b.math(op, compare ? DType::Bool : f, x, y);
+    acc = b.math(OpId::Add, f, acc, compare ? b.node(KOp::Cast, f, v) : v);
+  }
+  const int32_t gt = b.math(OpId::Gt, DType::Bool, x, y);
   acc = b.node(KOp::Where, f, gt, acc, y);
   const int32_t n = b.node(KOp::Cast, DType::Int64, acc);
-  const int32_t i = b.node(KOp::Add, DType::Int64, n, b.scalar(1, DType::Int64));
+  const int32_t i = b.math(OpId::Add, DType::Int64, n, b.scalar(1, DType::Int64));
   b.store(acc, b.operand(storage, InnerStride::Contiguous, true));
-  b.store(b.node(KOp::Ne, DType::Bool, i, y), b.operand(DType::Bool, inner, true));
-  b.store(b.node(KOp::Max, DType::Int64, i, n), b.operand(DType::Int64, inner, true));
+  b.store(b.math(OpId::Ne, DType::Bool, i, b.node(KOp::Cast, DType::Int64, y)),
+          b.operand(DType::Bool, inner, true));
+  b.store(b.math(OpId::Maximum, DType::Int64, i, n), b.operand(DType::Int64, inner, true));
+  int32_t i32 = b.node(KOp::Cast, DType::Int32, n);
+  for (OpId op : {OpId::Neg, OpId::Abs, OpId::Relu}) i32 = b.math(op, DType::Int32, i32);
+  b.store(i32, b.operand(DType::Int32, inner, true));
   return b.k;
 }
 
@@ -89,15 +116,15 @@ Kernel row_kernel(DType storage) {
   const int32_t x = b.load(b.operand(storage, InnerStride::Strided, false), f);
   const int32_t mx = b.node(KOp::ReduceMax, f, x, -1, -1, Level::Row);
   b.k.nodes[mx].stage = 1;
-  const int32_t e = b.node(KOp::Exp, f, b.node(KOp::Sub, f, x, mx));
+  const int32_t e = b.math(kiln::OpId::Exp, f, b.math(kiln::OpId::Sub, f, x, mx));
   const int32_t sum = b.node(KOp::ReduceSum, DType::Float64, b.node(KOp::Cast, DType::Float64, e),
                              -1, -1, Level::Row);
   b.k.nodes[sum].stage = 2;
   const int32_t mean =
-      b.node(KOp::Div, DType::Float64, sum,
-             b.node(KOp::ReduceCount, DType::Float64, -1, -1, -1, Level::Row), -1, Level::Row);
+      b.math(kiln::OpId::Div, DType::Float64, sum,
+             b.node(KOp::ReduceCount, DType::Float64, -1, -1, -1, Level::Row), Level::Row);
   const int32_t inv = b.node(KOp::Cast, f, mean, -1, -1, Level::Row);
-  b.store(b.node(KOp::Mul, f, e, inv), b.operand(storage, InnerStride::Contiguous, true));
+  b.store(b.math(kiln::OpId::Mul, f, e, inv), b.operand(storage, InnerStride::Contiguous, true));
   b.store(inv, b.operand(storage, InnerStride::Contiguous, true, true));
   const int32_t imin =
       b.node(KOp::ReduceMin, DType::Int64, b.node(KOp::Cast, DType::Int64, x), -1, -1, Level::Row);
@@ -128,8 +155,8 @@ TEST(CudaCodegen, EveryOpDtypeAndKernelKindCompilesWithNvrtc) {
 TEST(CudaCodegen, ArgumentLayoutIsOneWordPerPointerSizeStrideScalarAndTheWork) {
   const Kernel k = every_op(DType::Float32, InnerStride::Strided, 3);
   const cuda_backend::ArgsLayout l = cuda_backend::args_layout(k);
-  EXPECT_EQ(l.operands, 5);
-  EXPECT_EQ(l.words(), 5 + 3 + 5 * 3 + 2 + 1);
+  EXPECT_EQ(l.operands, 6);
+  EXPECT_EQ(l.words(), 6 + 3 + 6 * 3 + 2 + 1);
   EXPECT_NE(
       cuda_backend::emit_cuda_kernel(k, "f").find("KilnArgs<" + std::to_string(l.words()) + ">"),
       std::string::npos);

@@ -93,6 +93,7 @@ const std::vector<UnaryCase>& unary_cases() {
       {"relu", kiln::relu, {}},
       {"silu", kiln::silu, {}},
       {"reciprocal", kiln::reciprocal, {0.2, 3.0}},
+      {"log1p", kiln::log1p, {-0.5, 4.0}},
   };
   return cases;
 }
@@ -208,6 +209,8 @@ TEST_F(JitCpu, RowReductionsWithProducersAndConsumers) {
       {"mean keepdim", [&] { return kiln::mean(kiln::exp(x), {1}, true) * 3; }},
       {"amax/amin", [&] { return kiln::amax(x * x, {1}) - kiln::amin(x, {1}); }},
       {"var", [&] { return kiln::var(x + 1, {1}, 1, true) + 0.5; }},
+      {"logsumexp", [&] { return kiln::logsumexp(x * 3, {1}) - 1; }},
+      {"logsumexp keepdim", [&] { return x - kiln::logsumexp(x, {1}, true); }},
       {"mean/var by hand",
        [&] {
          Tensor mu = kiln::mean(x, {1}, true);
@@ -222,6 +225,30 @@ TEST_F(JitCpu, RowReductionsWithProducersAndConsumers) {
     Tensor fused = traced(c.f, &kernels);
     EXPECT_EQ(kernels, 1);
     expect_matches(fused, eager(c.f), Tol{1e-5, 1e-5});
+  }
+}
+
+// logsumexp's special rows fused as eagerly: -inf rows, +inf, NaN, large values.
+TEST_F(JitCpu, LogSumExpOfInfiniteRowsMatchesEager) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Host h = random_host({6, 40}, DType::BFloat16);  // exact in every float type
+  for (int64_t j = 0; j < 40; ++j) {
+    h.at({0, j}) = -inf;
+    h.at({1, j}) = 1000 + 8 * j;  // exact in bfloat16
+  }
+  h.at({2, 3}) = inf;
+  h.at({3, 5}) = std::numeric_limits<double>::quiet_NaN();
+  h.at({4, 7}) = inf;
+  h.at({4, 8}) = -inf;
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    SCOPED_TRACE(name(d));
+    tr::reset();
+    Tensor x = make(h, d);
+    auto f = [&] { return kiln::logsumexp(x + 0, {1}) * 1; };
+    int kernels = 0;
+    Tensor fused = traced(f, &kernels);
+    EXPECT_EQ(kernels, 1);
+    expect_matches(fused, eager(f), loose(d));
   }
 }
 
@@ -350,29 +377,18 @@ TEST(KernelIr, SimplifyFoldsConstantsAndExactIdentities) {
   const int32_t zero = k.add(c);
   c.value = 2;
   const int32_t two = k.add(c);
-  KNode n;
-  n.op = KOp::Mul;
-  n.in[0] = x;
-  n.in[1] = one;
-  const int32_t m = k.add(n);  // x * 1
-  n.op = KOp::Add;
-  n.in[0] = m;
-  n.in[1] = zero;
-  const int32_t a = k.add(n);  // + 0
-  n.op = KOp::Mul;
-  n.in[0] = two;
-  n.in[1] = two;
-  const int32_t four = k.add(n);  // 2 * 2 folds
-  n.op = KOp::Mul;
-  n.in[0] = a;
-  n.in[1] = four;
-  const int32_t out = k.add(n);
+  using kiln::OpId;
+  const int32_t m = k.add(math_node(OpId::Mul, DType::Float32, x, one));       // x * 1
+  const int32_t a = k.add(math_node(OpId::Add, DType::Float32, m, zero));      // + 0
+  const int32_t four = k.add(math_node(OpId::Mul, DType::Float32, two, two));  // 2 * 2 folds
+  const int32_t out = k.add(math_node(OpId::Mul, DType::Float32, a, four));
   k.stores.push_back(KStore{out, 1});
   EXPECT_GT(simplify(k), 0);
   ASSERT_EQ(k.nodes.size(), 3u) << k.text();  // load, const 4, mul
   EXPECT_EQ(k.nodes[1].op, KOp::Const);
   EXPECT_EQ(k.nodes[1].value, 4.0);
-  EXPECT_EQ(k.nodes[2].op, KOp::Mul);
+  EXPECT_EQ(k.nodes[2].op, KOp::Binary);
+  EXPECT_EQ(k.nodes[2].fn, kiln::OpId::Mul);
   EXPECT_EQ(k.nodes[k.stores[0].node].in[0], 0);
 }
 

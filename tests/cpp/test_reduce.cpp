@@ -63,6 +63,15 @@ double g_var(const Group& g, int64_t correction) {
   return ss / std::max(0.0, static_cast<double>(g.size()) - static_cast<double>(correction));
 }
 
+// log(sum(exp(x))) in long double, shifted by the maximum; an empty group gives -inf.
+double g_logsumexp(const Group& g) {
+  if (g.empty()) return -std::numeric_limits<double>::infinity();
+  const double m = *std::max_element(g.begin(), g.end());
+  long double s = 0;
+  for (double x : g) s += std::exp(static_cast<long double>(x - m));
+  return m + static_cast<double>(std::log(s));
+}
+
 struct ReduceOp {
   const char* name;
   std::function<Tensor(const Tensor&, const Dims&, bool)> fn;
@@ -95,6 +104,8 @@ const std::vector<ReduceOp>& reduce_ops() {
       {"var_correction2",
        [](const Tensor& x, const Dims& d, bool k) { return kiln::var(x, d, 2, k); },
        [](const Group& g) { return g_var(g, 2); }, float_dtype, false, true, false},
+      {"logsumexp", [](const Tensor& x, const Dims& d, bool k) { return kiln::logsumexp(x, d, k); },
+       g_logsumexp, float_dtype, false, false, false},
   };
   return ops;
 }
@@ -312,6 +323,27 @@ TEST(ReduceMisc, EmptyReductions) {
   EXPECT_THROW(kiln::amax(e, {0}), kiln::Error);
   EXPECT_THROW(kiln::max(e), kiln::Error);
   EXPECT_THROW(kiln::argmax(e), kiln::Error);
+}
+
+// PyTorch's logsumexp: max-subtracted (no overflow for large values); an infinite maximum
+// is not subtracted, so a row of -inf gives -inf and a +inf gives +inf; NaN wins.
+TEST(ReduceMisc, LogSumExpOfLargeAndInfiniteValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Host x({5, 3}, {1000, 1000, -inf,  // 1000 + log 2
+                        -inf, -inf, -inf,  // -inf
+                        inf, 1, -inf,      // inf
+                        inf, inf, 2,       // inf
+                        nan, inf, 1});     // nan
+  const Host expected({5}, {1000 + std::log(2.0), -inf, inf, inf, nan});
+  for (DType d : {DType::Float32, DType::Float64, DType::BFloat16}) {
+    SCOPED_TRACE(name(d));
+    EXPECT_TRUE(all_close(kiln::logsumexp(make(x, d), {1}), expected, tol_reduce(d)));
+    EXPECT_TRUE(
+        all_close(kiln::logsumexp(make(x, d, Layout::Transposed), {1}), expected, tol_reduce(d)));
+  }
+  const Tensor e = make(Host({0, 3}), DType::Float32);
+  EXPECT_TRUE(all_close(kiln::logsumexp(e, {0}), Host({3}, {-inf, -inf, -inf}), tol_exact()));
 }
 
 TEST(ReduceMisc, VarianceOfOneElementWithCorrectionIsNaN) {

@@ -107,6 +107,7 @@ bool accumulates(OpId op) {
     case OpId::Sum:
     case OpId::Mean:
     case OpId::Var:
+    case OpId::LogSumExp:
     case OpId::Softmax:
     case OpId::LogSoftmax:
     case OpId::LayerNorm:

@@ -225,6 +225,8 @@ Tensor run_value_step(const Step& s, Env& env) {
       return kiln::argmax(arg(0), s.flag2 ? std::optional<int64_t>(s.a) : std::nullopt, s.flag);
     case OpId::Var:
       return kiln::var(arg(0), s.ints, s.c, s.flag);
+    case OpId::LogSumExp:
+      return kiln::logsumexp(arg(0), s.ints, s.flag);
     case OpId::Softmax:
       return kiln::softmax(arg(0), s.a);
     case OpId::LogSoftmax:
@@ -337,6 +339,8 @@ UnaryFn unary_fn(OpId op) {
       return [](const Tensor& x) { return kiln::reciprocal(x); };
     case OpId::Erf:
       return [](const Tensor& x) { return kiln::erf(x); };
+    case OpId::Log1p:
+      return [](const Tensor& x) { return kiln::log1p(x); };
     default:
       return nullptr;
   }

@@ -102,6 +102,8 @@ std::string value_expr(const Step& s) {
     case OpId::Var:
       return "kiln::var(" + a(0) + ", " + dims_cpp(s.ints) + ", " + std::to_string(s.c) + ", " +
              keep + ")";
+    case OpId::LogSumExp:
+      return "kiln::logsumexp(" + a(0) + ", " + dims_cpp(s.ints) + ", " + keep + ")";
     case OpId::Softmax:
     case OpId::LogSoftmax:
       return "kiln::" + op + "(" + a(0) + ", " + std::to_string(s.a) + ")";

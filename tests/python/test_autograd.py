@@ -22,7 +22,7 @@ UNARY = sorted(n for n, f in TABLE.items() if f == "unary" and n != "cast")
 BINARY = sorted(n for n, f in TABLE.items() if f == "binary")
 COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
 DIFF_BINARY = [n for n in BINARY if n not in COMPARISONS]
-POSITIVE_ONLY = {"log", "sqrt", "rsqrt", "reciprocal"}
+POSITIVE_ONLY = {"log", "sqrt", "rsqrt", "reciprocal", "log1p"}
 
 DTYPES = ["float64", "float32"]
 TOL = {"float64": dict(rtol=1e-9, atol=1e-10), "float32": dict(rtol=2e-4, atol=2e-5)}
@@ -285,13 +285,14 @@ REDUCE_CASES = [(None, False)] + [(d, kd) for d in (0, 1, -1, (0, 2), (2, 0, 1))
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("dim,keepdim", REDUCE_CASES, ids=str)
-@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin", "logsumexp"])
 def test_reduction_grad(mode, rng, name, dim, keepdim, dtype):
     a = rand(rng, 3, 4, 5)
     if dim is None:
         kfn = {"amax": lambda x: x.max(), "amin": lambda x: x.min()}.get(
             name, lambda x: getattr(x, name)())
-        tfn = {"amax": lambda x: x.max(), "amin": lambda x: x.min()}.get(
+        tfn = {"amax": lambda x: x.max(), "amin": lambda x: x.min(),
+               "logsumexp": lambda x: x.logsumexp((0, 1, 2))}.get(
             name, lambda x: getattr(x, name)())
     else:
         kfn = lambda x: getattr(x, name)(dim, keepdim=keepdim)  # noqa: E731

@@ -225,29 +225,20 @@ void clamp_kernel(const T* x, T* out, int64_t n, T lo, T hi) {
   });
 }
 
-template <class T, class Arch, OpId... Ops>
-void set_unary(KernelTable<T>& t) {
-  ((t.unary[static_cast<int>(Ops)] = &unary_kernel<T, Arch, Ops>), ...);
-}
-template <class T, class Arch, OpId... Ops>
-void set_binary(KernelTable<T>& t) {
-  ((t.binary[static_cast<int>(Ops)] = &binary_kernel<T, Arch, Ops>), ...);
-}
-template <class T, class Arch, OpId... Ops>
-void set_compare(KernelTable<T>& t) {
-  ((t.compare[static_cast<int>(Ops)] = &compare_kernel<T, Arch, Ops>), ...);
-}
-
+// Every op of ops/ops.def with a functor in ops/pointwise_math.h gets its entry (gelu's
+// row is the erf form); comparisons write bool.
 template <class T, class Arch>
 void fill_table(KernelTable<T>& t) {
-  set_unary<T, Arch, OpId::Neg, OpId::Abs, OpId::Exp, OpId::Log, OpId::Sqrt, OpId::Rsqrt, OpId::Sin,
-            OpId::Cos, OpId::Tanh, OpId::Sigmoid, OpId::Relu, OpId::Silu, OpId::Reciprocal,
-            OpId::Erf>(t);
-  t.unary[static_cast<int>(OpId::Gelu)] = &unary_functor_kernel<T, Arch, pm::GeluErf>;
+#define KILN_OP(Id, name, family, rule)                                           \
+  if constexpr (pm::kHasUnaryFn<OpId::Id>)                                        \
+    t.unary[static_cast<int>(OpId::Id)] = &unary_kernel<T, Arch, OpId::Id>;       \
+  if constexpr (pm::kHasBinaryFn<OpId::Id> && DTypeRule::rule == DTypeRule::Bool) \
+    t.compare[static_cast<int>(OpId::Id)] = &compare_kernel<T, Arch, OpId::Id>;   \
+  else if constexpr (pm::kHasBinaryFn<OpId::Id>)                                  \
+    t.binary[static_cast<int>(OpId::Id)] = &binary_kernel<T, Arch, OpId::Id>;
+#include "ops/ops.def"
+#undef KILN_OP
   t.gelu_tanh = &unary_functor_kernel<T, Arch, pm::GeluTanh>;
-  set_binary<T, Arch, OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Pow, OpId::Maximum,
-             OpId::Minimum>(t);
-  set_compare<T, Arch, OpId::Eq, OpId::Ne, OpId::Lt, OpId::Le, OpId::Gt, OpId::Ge>(t);
   t.clamp = &clamp_kernel<T, Arch>;
 }
 

@@ -1,8 +1,8 @@
 """Activations of kiln.nn.functional beyond the op table's (leaky_relu, elu, selu,
 celu, softplus, hardtanh, relu6, hardsigmoid, hardswish, mish, logsigmoid, softsign,
 tanhshrink, glu, prelu, threshold, hardshrink, softshrink, softmin), composed of
-pointwise kiln ops so they fuse. log1p / expm1 are computed with Kahan's corrections
-(accurate near 0, where log(1 + u) and exp(x) - 1 lose every digit)."""
+pointwise kiln ops so they fuse. expm1 is computed with Kahan's correction
+(accurate near 0, where exp(x) - 1 loses every digit); log1p is an op."""
 
 from .. import _kiln as _C
 
@@ -11,12 +11,7 @@ __all__ = ["leaky_relu", "elu", "selu", "celu", "softplus", "hardtanh", "relu6",
            "prelu", "threshold", "hardshrink", "softshrink", "softmin"]
 
 
-def log1p(u):
-    """log(1 + u), accurate for small u: log(w) * u / (w - 1) with w = 1 + u."""
-    w = 1.0 + u
-    d = w - 1.0
-    plain = (d == 0) | (w == float("inf"))  # log1p(u) = u there, or inf
-    return _C.where(plain, _C.where(d == 0, u, w), _C.log(w) * u / _C.where(plain, 1.0, d))
+log1p = _C.log1p  # the op (ops.def row Log1p), fused like every pointwise op
 
 
 def expm1(x):
