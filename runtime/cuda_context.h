@@ -56,4 +56,22 @@ void copy_device_to_device(void* dst, int dst_device, const void* src, int src_d
 // Throws BackendError with the CUDA error's name if the last launch failed.
 void check_last_launch(const char* op);
 
+// Bad input found by a kernel (an out-of-range index) without a host sync and without a
+// device assert (which would poison the context): the kernel claims the device's record
+// (atomicCAS on flag 0 -> 1; the first error wins) and fills it in. The next host read on
+// that device (copy_device_to_host, synchronize) raises IndexError naming the op, the
+// bad value and its range, and clears the record, so the runtime stays usable.
+struct DeviceErrorRecord {
+  unsigned int flag;  // 0: no error; 1: the fields below hold the first one
+  unsigned int op;    // device_error_op_code(name)
+  long long value;    // the bad index
+  long long limit;    // valid values are [0, limit)
+  long long dim;      // the dimension it indexes
+};
+// The device's record (device memory, allocated with the device's stream, never during
+// a graph capture). Asking for it arms the checks at host reads on that device.
+DeviceErrorRecord* device_error_record(int device);
+// A small code for an op name, to store in DeviceErrorRecord::op.
+unsigned int device_error_op_code(const char* op);
+
 }  // namespace kiln::cuda_context

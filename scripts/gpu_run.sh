@@ -19,6 +19,9 @@
 # characters). Logs, JUnit XML and benchmark JSON go to $OUT (at most 8 files).
 # KILN_GPU_STEPS=tests runs steps 1-3 and the demos only (no benchmarks);
 # KILN_GPU_STEPS=train adds the training-step table (bench/training_step.py);
+# KILN_GPU_STEPS=models runs only the real-models table (bench/models/run.py: GPT, CNN,
+# transformer-block inference, LSTM LM; kiln traced/eager vs PyTorch eager/torch.compile,
+# KILN_VERIFY=1 runs; extra arguments in KILN_MODELS_ARGS, e.g. "--only gpt");
 # KILN_GPU_STEPS=sanitize runs only compute-sanitizer memcheck and racecheck on the CUDA
 # gtests (scripts/gpu_sanitize.sh; 300 s for both), one summary line per tool;
 # KILN_GPU_STEPS=reliability runs both tools and then the differential fuzzer's CUDA legs
@@ -192,6 +195,16 @@ training_step() {
     tee "$OUT/training_step.txt"
 }
 
+# Real models (bench/models/run.py), the GPU sizes: kiln workers under the carried 3.11,
+# PyTorch's under python3; one table, every figure in $OUT/models.json.
+models_step() {
+  # shellcheck disable=SC2086  # KILN_MODELS_ARGS: extra arguments (--only gpt,cnn ...)
+  PYTHONUNBUFFERED=1 python3 bench/models/run.py --device cuda \
+    --kiln-python "$(make_kiln_python)" --torch-python python3 --timeout 150 \
+    --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/models.json" ${KILN_MODELS_ARGS:-} |
+    tee "$OUT/models.txt"
+}
+
 # compute-sanitizer (scripts/gpu_sanitize.sh) on the CUDA gtests, one tool per step.
 sanitize_step() { bash scripts/gpu_sanitize.sh "$1"; }
 # The differential fuzzer with its CUDA legs (eager and NVRTC-compiled on the GPU, against
@@ -218,7 +231,8 @@ fuzz_cuda_step() {
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
 export -f kiln_env py311 sanitize_step fuzz_cuda_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
-  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step
+  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step \
+  models_step
 
 summary() {
   echo
@@ -273,6 +287,10 @@ PYEOF
     echo "-- training steps (bench/training_step.py)"
     cat "$OUT/training_step.txt"
   fi
+  if [[ -s "$OUT/models.txt" ]]; then
+    echo "-- real models (bench/models/run.py)"
+    cat "$OUT/models.txt"
+  fi
   if [[ -s "$OUT/gpu_workloads.json" ]]; then
     echo "-- GPU workloads (bench/gpu_workloads.py; full report in gpu_run.log)"
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["tables"])' \
@@ -305,6 +323,12 @@ main() {
       step "kiln_fuzz (CUDA legs)" $((${KILN_GPU_FUZZ_SECONDS:-150} + 30)) fuzz_cuda_step
       [[ -s "$OUT/fuzz_cuda.txt" ]] && grep -E 'done:|mismatch|MISMATCH' "$OUT/fuzz_cuda.txt" | tail -n 5
     fi
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == models ]]; then  # the real-models table alone
+    step "real models bench" 540 models_step
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return

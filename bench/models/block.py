@@ -21,11 +21,11 @@ class Inference:
         self.fw, self.device = fw, device
         self.cfg = dict(SIZES[size], dropout=0.0, bias=False)
         self.model = gpt.define(fw)["Block"](self.cfg)
-        weights_like(fw, self.model, gpt.gpt_init(1))
+        weights_like(fw, self.model, gpt.gpt_init(1), seed)
         self.model.to(device)
         self.model.eval()
         self.forward = self.model
-        rng = np.random.default_rng(3)
+        rng = np.random.default_rng(seed)
         shape = (self.cfg["batch_size"], self.cfg["block_size"], self.cfg["n_embd"])
         self.inputs = [rng.standard_normal(shape).astype(np.float32) for _ in range(batches)]
         self.calls = 0

@@ -47,12 +47,12 @@ class Train:
         fw.manual_seed(seed)
         self.fw, self.device = fw, device
         self.model = define(fw)(dropout)
-        weights_like(fw, self.model, uniform_fan_in)
+        weights_like(fw, self.model, uniform_fan_in, seed)
         self.model.to(device)
         self.model.train()
         self.forward = self.model
         self.optimizer = fw.optim.Adam(self.model.parameters(), lr=lr)
-        rng = np.random.default_rng(5)
+        rng = np.random.default_rng(seed)
         n = SIZES[size]["batch_size"]
         self.batches = [(((rng.uniform(0, 1, (n, 1, 28, 28)) - 0.1307) / 0.3081).astype(np.float32),
                          rng.integers(0, 10, n).astype(np.int64)) for _ in range(batches)]

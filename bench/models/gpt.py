@@ -162,11 +162,11 @@ class Train:
         self.fw, self.device = fw, device
         self.cfg = dict(SIZES[size], dropout=dropout, bias=False)
         self.model = define(fw)["GPT"](self.cfg)
-        weights_like(fw, self.model, gpt_init(self.cfg["n_layer"]))
+        weights_like(fw, self.model, gpt_init(self.cfg["n_layer"]), seed)
         self.model.to(device)
         self.forward = self.model
         self.optimizer = self.model.configure_optimizers(0.1, lr, (0.9, 0.99))
-        self.data = np.random.default_rng(7).integers(
+        self.data = np.random.default_rng(seed + 1).integers(
             0, self.cfg["vocab_size"], TOKENS, dtype=np.uint16)
         self.batch_index = batch_index
         self.grad_accum = grad_accum

@@ -57,12 +57,12 @@ class Train:
         c = SIZES[size]
         self.c = c
         self.model = define(fw)(c["ntoken"], c["ninp"], c["nhid"], c["nlayers"], dropout)
-        weights_like(fw, self.model, uniform_fan_in)
+        weights_like(fw, self.model, uniform_fan_in, seed)
         self.model.to(device)
         self.model.train()
         self.forward = self.model
         self.optimizer = fw.optim.SGD(self.model.parameters(), lr=lr)
-        stream = np.random.default_rng(11).integers(0, c["ntoken"], TOKENS).astype(np.int64)
+        stream = np.random.default_rng(seed + 1).integers(0, c["ntoken"], TOKENS).astype(np.int64)
         nbatch = TOKENS // c["batch_size"]  # batchify: [seq, batch] on the device
         data = stream[:nbatch * c["batch_size"]].reshape(c["batch_size"], -1).T.copy()
         self.data = fw.from_numpy(data).to(device)
