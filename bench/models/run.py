@@ -233,6 +233,9 @@ def table(results, args):
                 f"{t.get('recompiles', '-')} | {fmt(t.get('traces_per_step'), '.1f')} | "
                 f"{fmt(t.get('kernels_per_step'), '.0f')} | {fmt(t.get('breaks_per_step'), '.1f')} | "
                 f"{fmt(t.get('eager_ops_per_step'), '.0f')} | {check(r, ref, kind, tol)} |")
+            if t.get("compile_ms") is not None:
+                notes.append(f"{model}, {LABELS[system]}: {t['compile_ms'] / 1e3:.2f} s "
+                             f"compiling in all, {t['compiles']} compiled traces")
             for b in t.get("top_breaks", []):
                 notes.append(f"{model}, {LABELS[system]}: graph break {b}")
             if t.get("stays_eager"):
