@@ -241,6 +241,10 @@ def table(results, args):
             if t.get("stays_eager"):
                 notes.append(f"{model}, {LABELS[system]}: {t['stays_eager']} trace anchor(s) "
                              "left eager (recompile limit)")
+        tr, ea = rows.get("kiln_traced", {}), rows.get("kiln_eager", {})
+        if "ms" in tr and "ms" in ea:
+            notes.append(f"{model}: kiln traced is {ea['ms'] / tr['ms']:.2f}x kiln eager "
+                         "(>1: faster)")
         v = rows.get("kiln_verify")
         if v:
             notes.append(f"{model}: KILN_VERIFY=1 run: " +
