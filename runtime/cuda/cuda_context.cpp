@@ -299,9 +299,14 @@ void* stream(int device) {
   return s.stream;
 }
 
-// The host reads (synchronize, copies to the host) also raise what kernels recorded in
-// the device's DeviceErrorRecord, fetched within the same stream synchronization.
 void synchronize(int device) {
+  auto st = static_cast<cudaStream_t>(stream(device));
+  throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+}
+
+// The user's host reads (synchronize_checked, copies to the host) also raise what kernels
+// recorded in the device's DeviceErrorRecord, fetched within the same synchronization.
+void synchronize_checked(int device) {
   auto st = static_cast<cudaStream_t>(stream(device));
   DeviceScope scope(device);
   device_errors::fetch(device, st);

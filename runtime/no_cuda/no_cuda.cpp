@@ -29,6 +29,7 @@ size_t cached_bytes(int device) { return 0; }
 size_t allocated_bytes(int device) { return 0; }
 void* stream(int device) { no_cuda("cuda"); }
 void synchronize(int device) { no_cuda("cuda"); }
+void synchronize_checked(int device) { no_cuda("cuda"); }
 void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device) { no_cuda("cuda"); }
 void copy_device_to_host(void* dst, const void* src, size_t nbytes, int device) { no_cuda("cuda"); }
 void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
