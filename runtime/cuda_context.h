@@ -45,7 +45,11 @@ class CapturePool {
 
 // The stream every kiln op on this device runs on (a cudaStream_t).
 void* stream(int device);
+// Waits for the device's stream (kiln's own waits: before unloading code, freeing memory).
 void synchronize(int device);
+// The user's synchronize (kiln.cuda.synchronize): waits, then raises what kernels
+// recorded in the device's DeviceErrorRecord (see below).
+void synchronize_checked(int device);
 
 // Copies; host<->device copies synchronize the stream before returning.
 void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device);
@@ -55,5 +59,24 @@ void copy_device_to_device(void* dst, int dst_device, const void* src, int src_d
 
 // Throws BackendError with the CUDA error's name if the last launch failed.
 void check_last_launch(const char* op);
+
+// Bad input found by a kernel (an out-of-range index) without a host sync and without a
+// device assert (which would poison the context): the kernel claims the device's record
+// (atomicCAS on flag 0 -> 1; the first error wins) and fills it in. The next host read on
+// that device (copy_device_to_host, synchronize_checked) raises IndexError naming the op, the
+// bad value and its range, and clears the record, so the runtime stays usable. kiln's
+// internal waits (synchronize) leave the record for the user's next read.
+struct DeviceErrorRecord {
+  unsigned int flag;  // 0: no error; 1: the fields below hold the first one
+  unsigned int op;    // device_error_op_code(name)
+  long long value;    // the bad index
+  long long limit;    // valid values are [0, limit)
+  long long dim;      // the dimension it indexes
+};
+// The device's record (device memory, allocated with the device's stream, never during
+// a graph capture). Asking for it arms the checks at host reads on that device.
+DeviceErrorRecord* device_error_record(int device);
+// A small code for an op name, to store in DeviceErrorRecord::op.
+unsigned int device_error_op_code(const char* op);
 
 }  // namespace kiln::cuda_context

@@ -22,6 +22,9 @@
 # KILN_GPU_STEPS=ab runs only the A/B of the GPU workloads (kiln eager and traced) between
 # the build before a change (.gpu-base/: libkiln.so.xz and python/, carried too) and
 # .gpu/, interleaved (bench/ab_builds.py, KILN_GPU_AB_ROUNDS rounds, default 2);
+# KILN_GPU_STEPS=models runs only the real-models table (bench/models/run.py: GPT, CNN,
+# transformer-block inference, LSTM LM; kiln traced/eager vs PyTorch eager/torch.compile,
+# KILN_VERIFY=1 runs; extra arguments in KILN_MODELS_ARGS, e.g. "--only gpt");
 # KILN_GPU_STEPS=sanitize runs only compute-sanitizer memcheck and racecheck on the CUDA
 # gtests (scripts/gpu_sanitize.sh; 300 s for both), one summary line per tool;
 # KILN_GPU_STEPS=reliability runs both tools and then the differential fuzzer's CUDA legs
@@ -213,6 +216,16 @@ training_step() {
     tee "$OUT/training_step.txt"
 }
 
+# Real models (bench/models/run.py), the GPU sizes: kiln workers under the carried 3.11,
+# PyTorch's under python3; one table, every figure in $OUT/models.json.
+models_step() {
+  # shellcheck disable=SC2086  # KILN_MODELS_ARGS: extra arguments (--only gpt,cnn ...)
+  PYTHONUNBUFFERED=1 python3 bench/models/run.py --device cuda \
+    --kiln-python "$(make_kiln_python)" --torch-python python3 --timeout 150 \
+    --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/models.json" ${KILN_MODELS_ARGS:-} |
+    tee "$OUT/models.txt"
+}
+
 # compute-sanitizer (scripts/gpu_sanitize.sh) on the CUDA gtests, one tool per step.
 sanitize_step() { bash scripts/gpu_sanitize.sh "$1"; }
 # The differential fuzzer with its CUDA legs (eager and NVRTC-compiled on the GPU, against
@@ -239,7 +252,8 @@ fuzz_cuda_step() {
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
 export -f kiln_env py311 sanitize_step fuzz_cuda_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
-  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step ab_step
+  py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step \
+  models_step ab_step
 
 summary() {
   echo
@@ -298,6 +312,10 @@ PYEOF
     echo "-- A/B, build before (A) vs after (B) (bench/ab_builds.py)"
     cat "$OUT/ab_gpu.txt"
   fi
+  if [[ -s "$OUT/models.txt" ]]; then
+    echo "-- real models (bench/models/run.py)"
+    cat "$OUT/models.txt"
+  fi
   if [[ -s "$OUT/gpu_workloads.json" ]]; then
     echo "-- GPU workloads (bench/gpu_workloads.py; full report in gpu_run.log)"
     python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["tables"])' \
@@ -336,6 +354,12 @@ main() {
   fi
   if [[ "${KILN_GPU_STEPS:-all}" == ab ]]; then  # A/B of the GPU workloads, old vs new build
     step "A/B GPU workloads" 480 ab_step
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == models ]]; then  # the real-models table alone
+    step "real models bench" 540 models_step
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return

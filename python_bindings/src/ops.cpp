@@ -396,12 +396,12 @@ uintptr_t cuda_stream_handle(int device) {
 void cuda_synchronize(const bp::object& device) {
   if (!cuda_context::is_available()) return;
   if (device.is_none()) {
-    for (int d = 0; d < cuda_context::device_count(); ++d) cuda_context::synchronize(d);
+    for (int d = 0; d < cuda_context::device_count(); ++d) cuda_context::synchronize_checked(d);
     return;
   }
   Device d = bp::extract<Device>(device)();
   KILN_CHECK(d.is_cuda(), ValueError, "[cuda.synchronize] expected a CUDA device, got ", d.str());
-  cuda_context::synchronize(d.index);
+  cuda_context::synchronize_checked(d.index);
 }
 
 }  // namespace

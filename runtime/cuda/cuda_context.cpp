@@ -30,6 +30,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "runtime/cuda/device_errors.h"
 #include "runtime/error.h"
 
 namespace kiln::cuda_context {
@@ -293,6 +294,7 @@ void* stream(int device) {
     DeviceScope scope(device);
     throw_on_error(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking),
                    "cudaStreamCreateWithFlags");
+    device_errors::prepare(device, s.stream);
   });
   return s.stream;
 }
@@ -300,6 +302,16 @@ void* stream(int device) {
 void synchronize(int device) {
   auto st = static_cast<cudaStream_t>(stream(device));
   throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+}
+
+// The user's host reads (synchronize_checked, copies to the host) also raise what kernels
+// recorded in the device's DeviceErrorRecord, fetched within the same synchronization.
+void synchronize_checked(int device) {
+  auto st = static_cast<cudaStream_t>(stream(device));
+  DeviceScope scope(device);
+  device_errors::fetch(device, st);
+  throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+  device_errors::raise_fetched(device, st);
 }
 
 void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device) {
@@ -317,7 +329,9 @@ void copy_device_to_host(void* dst, const void* src, size_t nbytes, int device) 
   DeviceScope scope(device);
   throw_on_error(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, st),
                  "cudaMemcpyAsync (device to host)");
+  device_errors::fetch(device, st);
   throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize (device to host)");
+  device_errors::raise_fetched(device, st);
 }
 
 void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,

@@ -26,6 +26,7 @@ size_t cached_bytes(int device) { return 0; }
 size_t allocated_bytes(int device) { return 0; }
 void* stream(int device) { no_cuda("cuda"); }
 void synchronize(int device) { no_cuda("cuda"); }
+void synchronize_checked(int device) { no_cuda("cuda"); }
 void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device) { no_cuda("cuda"); }
 void copy_device_to_host(void* dst, const void* src, size_t nbytes, int device) { no_cuda("cuda"); }
 void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,
@@ -33,6 +34,8 @@ void copy_device_to_device(void* dst, int dst_device, const void* src, int src_d
   no_cuda("cuda");
 }
 void check_last_launch(const char* op) {}
+DeviceErrorRecord* device_error_record(int device) { no_cuda("cuda"); }
+unsigned int device_error_op_code(const char* op) { return 0; }
 struct CapturePool::State {};
 CapturePool::CapturePool(int device) : state_(nullptr) { no_cuda("cuda"); }
 CapturePool::~CapturePool() = default;

@@ -1,7 +1,8 @@
 // The CUDA backend against the CPU backend: every op family on the same inputs (random,
 // strided views, every dtype), transfers, views and in-place ops on the device,
-// bit-identical rand/randn for the same seed, and out-of-memory recovery. Skipped when
-// no GPU is available.
+// bit-identical rand/randn for the same seed, out-of-memory recovery, and bad indices
+// found on the device (raised at the next host read, the runtime usable after). Skipped
+// when no GPU is available.
 #include <array>
 
 #include "reference.h"
@@ -398,6 +399,43 @@ TEST_F(Cuda, OutOfMemoryIsAnErrorAndTheRuntimeRecovers) {
   EXPECT_TRUE(same_on_both(
       {{a, DType::Float32}}, [](const std::vector<Tensor>& t) { return kiln::exp(t[0]) + 1; },
       tol_pointwise(DType::Float32)));
+}
+
+// index_select / embedding check their indices on the device: the op itself does not
+// wait for the GPU; the next host read (a copy to the host, synchronize) raises IndexError
+// naming index_select, the bad index and the size (kiln's internal waits do not take it);
+// the record is cleared, so the next ops and reads work.
+TEST_F(Cuda, BadIndexIsRaisedAtTheNextHostRead) {
+  const Host xs = random_host({5, 3}, DType::Float32);
+  const Tensor x = make(xs, DType::Float32, kiln::cuda_device());
+  for (DType id : {DType::Int64, DType::Int32}) {
+    SCOPED_TRACE(name(id));
+    Tensor y;
+    ASSERT_NO_THROW(
+        y = kiln::index_select(x, 0, make(Host({3}, {0, 7, 1}), id, kiln::cuda_device())));
+    EXPECT_TRUE(throws<kiln::IndexError>([&] { y.cpu(); },
+                                         {"[index_select]", "index 7", "dim 0", "size 5"}));
+    const Tensor good =
+        kiln::index_select(x, 0, make(Host({3}, {4, 0, 4}), id, kiln::cuda_device()));
+    Host expected({3, 3});
+    for (int j = 0; j < 3; ++j)
+      for (int c = 0; c < 3; ++c) expected.v[j * 3 + c] = xs.v[(j == 1 ? 0 : 4) * 3 + c];
+    EXPECT_TRUE(all_close(good, expected, tol_exact()));
+  }
+  // embedding, a negative index, raised by synchronize; dim 1 of index_select after it
+  const Tensor e =
+      kiln::embedding(x, make(Host({2, 2}, {1, -2, 0, 3}), DType::Int64, kiln::cuda_device()));
+  EXPECT_TRUE(e.is_cuda());
+  kiln::cuda_context::synchronize(0);  // kiln's own wait leaves the record to the user
+  EXPECT_TRUE(throws<kiln::IndexError>([] { kiln::cuda_context::synchronize_checked(0); },
+                                       {"[index_select]", "index -2", "size 5"}));
+  EXPECT_NO_THROW(kiln::cuda_context::synchronize_checked(0));
+  const Tensor cols =
+      kiln::index_select(x, 1, make(Host({1}, {3}), DType::Int64, kiln::cuda_device()));
+  EXPECT_TRUE(throws<kiln::IndexError>([&] { cols.cpu(); }, {"index 3", "dim 1", "size 3"}));
+  EXPECT_TRUE(
+      all_close(kiln::index_select(x, 1, make(Host({1}, {2}), DType::Int64, kiln::cuda_device())),
+                Host({5, 1}, {xs.v[2], xs.v[5], xs.v[8], xs.v[11], xs.v[14]}), tol_exact()));
 }
 
 }  // namespace

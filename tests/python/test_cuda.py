@@ -250,3 +250,40 @@ def test_from_dlpack_cuda_hands_kiln_stream_to_producer():
     assert p.stream == (kiln.cuda.current_stream_handle(0) or 1)
     assert x.device.type == "cuda" and x.data_ptr() == g.data_ptr()
     np.testing.assert_array_equal(to_np(x), to_np(g))
+
+
+def test_bad_index_is_raised_at_the_next_host_read():
+    """index_select / embedding check indices on the device (no host sync in the op);
+    the next host read raises IndexError naming index_select and the index, and the
+    runtime goes on. The CPU raises at once."""
+    x_cpu = kiln.randn(5, 3)
+    x = x_cpu.cuda()
+    y = kiln.index_select(x, 0, kiln.tensor([0, 7, 1]).cuda())  # no error yet
+    with pytest.raises(IndexError, match=r"\[index_select\] index 7 is out of range for dim 0 "
+                                         r"with size 5"):
+        y.cpu()
+    good = kiln.index_select(x, 0, kiln.tensor([4, 0]).cuda())
+    np.testing.assert_array_equal(to_np(good), to_np(x_cpu)[[4, 0]])
+    e = knn.functional.embedding(kiln.tensor([[1, -3]]).cuda(), x)
+    with pytest.raises(IndexError, match=r"index -3"):
+        kiln.cuda.synchronize()
+    kiln.cuda.synchronize()  # cleared
+    assert e.shape == (1, 2, 3)
+    with pytest.raises(IndexError, match=r"\[index_select\] index 7"):
+        kiln.index_select(x_cpu, 0, kiln.tensor([7]))
+
+
+def test_bad_index_in_a_traced_loop():
+    """An embedding lookup in a compiled, replayed step: the bad batch raises at its
+    loss.item(); the steps after it compute what eager computes."""
+    kiln.manual_seed(0)
+    emb = knn.Embedding(10, 4).cuda()
+    w = to_np(emb.weight)
+    for step in range(8):
+        rows = [[1, 2], [3, 4 + step % 3]] if step != 5 else [[1, 12], [3, 4]]
+        loss = (emb(kiln.tensor(rows).cuda()) * 2.0).sum()
+        if step == 5:
+            with pytest.raises(IndexError, match=r"index 12 is out of range"):
+                loss.item()
+        else:
+            np.testing.assert_allclose(loss.item(), 2.0 * w[rows].sum(), rtol=1e-5)

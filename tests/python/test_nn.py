@@ -285,6 +285,21 @@ def test_load_state_dict_keeps_parameter_identity(rng):
     assert m.weight is w
 
 
+def test_module_to_keeps_tied_weights_tied(rng):
+    """GPT-style weight tying (the embedding and the output layer share one Parameter)
+    survives .to(): one tensor, trained once, as in PyTorch."""
+    m = knn.Module()
+    m.wte = knn.Embedding(7, 4)
+    m.head = knn.Linear(4, 7, bias=False)
+    m.wte.weight = m.head.weight
+    m.to(kiln.float64)
+    assert m.wte.weight is m.head.weight and m.head.weight.dtype == kiln.float64
+    assert len(list(m.parameters())) == 1
+    with kiln.no_grad():
+        m.head.weight.copy_(kiln.tensor(randn(rng, 7, 4)))  # writes show through both names
+    np.testing.assert_array_equal(m.wte.weight.numpy(), m.head.weight.numpy())
+
+
 def test_module_to_dtype_and_attributes():
     m = KilnNet().to(kiln.float64)
     assert all(p.dtype == kiln.float64 for p in m.parameters())

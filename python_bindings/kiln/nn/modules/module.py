@@ -323,14 +323,22 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     # -- device / dtype moves (parameters and buffers replaced by converted tensors)
+    # (a tensor shared by two modules, like tied weights, stays one tensor)
     def _apply_tensors(self, fn):
+        done = {}
+
+        def convert(t, make):
+            if id(t) not in done:
+                done[id(t)] = (t, make(fn(t)))  # t kept alive so its id stays unique
+            return done[id(t)][1]
+
         for m in self.modules():
             for name, p in m._parameters.items():
                 if p is not None:
-                    m._parameters[name] = _as_parameter(fn(p))
+                    m._parameters[name] = convert(p, _as_parameter)
             for name, b in m._buffers.items():
                 if b is not None:
-                    m._buffers[name] = fn(b)
+                    m._buffers[name] = convert(b, lambda t: t)
         return self
 
     def to(self, *args, **kwargs):
