@@ -16,8 +16,10 @@ struct SourceSite {
   const char* file = "";
   int line = 0;
   const char* function = "";
+  int column = 0;
   static SourceSite from(const std::source_location& loc) {
-    return SourceSite{loc.file_name(), static_cast<int>(loc.line()), loc.function_name()};
+    return SourceSite{loc.file_name(), static_cast<int>(loc.line()), loc.function_name(),
+                      static_cast<int>(loc.column())};
   }
 };
 

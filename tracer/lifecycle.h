@@ -13,6 +13,7 @@
 // walks run eagerly. A walk's mode follows the state (walk.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -39,8 +40,9 @@ class TraceLifecycle {
   // C++ sites are often unknown when a trace starts: name it by where it ends.
   void name_by_end(const UserSite& end);
 
-  // Hotness: a path compiles once traces ended at its end this many times. Backoff after
-  // penalties (LuaJIT's penalty_pc) belongs here; today the threshold is the warmup.
+  // Hotness: a path compiles once traces ended at its end this many times (the warmup).
+  // Backoff belongs to loop heads (HeadPenalty below), not here: a variant that compiles
+  // is a penalty already, and KILN_RECOMPILE_LIMIT bounds them.
   int hot_threshold() const { return warmup_; }
   bool is_hot(int64_t endings) const { return endings >= hot_threshold(); }
 
@@ -68,6 +70,33 @@ class TraceLifecycle {
   int first_trace_id_ = 0;
   std::optional<BreakCause> last_penalty_;
   UserSite site_;
+};
+
+// Loop-head penalties (LuaJIT's penalty_pc, with backoff). A walk that comes round to an
+// op it passed mid-walk (LoopClose::AtHead, walk.h) ends there and the next walk is
+// anchored at that head: right for a loop entered from code before it, wrong for an op
+// repeated inside a larger step (a layer called six times in a step that a host read
+// ends). When a walk anchored at such a head ends at a host read, the head was false: it
+// is suspended (closes no loop as a head, so the step's walk runs through it to the
+// read) for the next `penalty` walks, and each new penalty doubles that.
+class HeadPenalty {
+ public:
+  static constexpr uint64_t kFirst = 16;  // walks
+  static constexpr uint64_t kMost = 1 << 14;
+
+  bool suspended(uint64_t now) const { return now < suspended_until_; }
+  void penalize(uint64_t now) {
+    penalty_ = penalty_ == 0 ? kFirst : std::min(penalty_ * 2, kMost);
+    suspended_until_ = now + penalty_;
+    ++count_;
+  }
+  int count() const { return count_; }
+  uint64_t penalty() const { return penalty_; }
+
+ private:
+  uint64_t penalty_ = 0;
+  uint64_t suspended_until_ = 0;
+  int count_ = 0;
 };
 
 // The compile policy, at the end of a walk that recorded or materialized up to `node`

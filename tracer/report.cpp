@@ -121,6 +121,7 @@ std::string ExplainReport::json() const {
                     return "{\"id\": " + std::to_string(t.id) +
                            ", \"generation\": " + std::to_string(t.generation) +
                            ", \"site\": " + quoted(t.site) +
+                           ", \"site_key\": " + quoted(t.site_key) +
                            ", \"ops\": " + json_list(t.ops, quoted) +
                            ", \"guards\": " + json_list(t.guards, quoted) +
                            ", \"kernels\": " + std::to_string(t.kernels) +
@@ -156,7 +157,8 @@ std::string ExplainReport::json() const {
      << ", \"ops_recorded\": " << ops_recorded << ", \"ops_replayed\": " << ops_replayed
      << ", \"compile_ms\": " << fixed(compile_ms, 3) << ", \"replay_ns_per_op\": "
      << (replay_ns_per_op < 0 ? std::string("null") : fixed(replay_ns_per_op, 1))
-     << ", \"evicted_traces\": " << evicted_traces << ", \"evicted_ops\": " << evicted_ops << "}";
+     << ", \"evicted_traces\": " << evicted_traces << ", \"evicted_ops\": " << evicted_ops
+     << ", \"head_penalties\": " << head_penalties << "}";
   return os.str();
 }
 

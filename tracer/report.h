@@ -12,7 +12,9 @@ namespace kiln::tracer {
 struct TraceReport {
   int id = 0;
   int generation = 0;
-  std::string site;
+  std::string site;      // "train.py:42 (step)"; with the column and helper where two
+                         // traces start on one line ("train.py:42:17 (step) via ...")
+  std::string site_key;  // the site's stable key (user_site.h), for an on-disk cache
   std::vector<std::string> ops;
   std::vector<std::string> guards;  // one per external input
   int kernels = 0;
@@ -67,6 +69,9 @@ struct ExplainReport {
   // and recorded ops; a dropped trace records and compiles again if it comes back.
   int64_t evicted_traces = 0;
   int64_t evicted_ops = 0;
+  // False loop heads: walks anchored at an op met again mid-walk that ran into a host
+  // read (HeadPenalty, lifecycle.h).
+  int64_t head_penalties = 0;
 
   std::string table() const;
   std::string json() const;

@@ -1,6 +1,8 @@
 #include "tracer/statistics.h"
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "runtime/error.h"
 #include "tracer/config.h"
@@ -58,12 +60,18 @@ void TraceStatistics::note_eager_anchor(std::string line) {
 
 ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
   ExplainReport r;
+  // Traces starting at different sites of one line are told apart by column and helper.
+  std::map<std::string, std::set<std::string>> exact_by_line;
+  for (const auto& [anchor, node] : tree.compiled)
+    exact_by_line[node->compiled->site.str()].insert(node->compiled->site.str_exact());
   for (const auto& [anchor, node] : tree.compiled) {
     const CompiledTrace& compiled = *node->compiled;
     TraceReport t;
     t.id = compiled.id;
     t.generation = compiled.generation;
-    t.site = compiled.site.str();
+    t.site = exact_by_line[compiled.site.str()].size() > 1 ? compiled.site.str_exact()
+                                                           : compiled.site.str();
+    t.site_key = compiled.site.stable_key();
     for (const TraceOp& op : compiled.program.ops) t.ops.push_back(op_name(op.op));
     for (const TensorGuard& g : compiled.guards) t.guards.push_back(g.str());
     t.kernels = compiled.executable->kernel_count();
@@ -100,6 +108,7 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
   r.ops_replayed = ops_replayed;
   r.evicted_traces = evicted_traces;
   r.evicted_ops = evicted_ops;
+  r.head_penalties = head_penalties;
   r.replay_ns_per_op = replay_ns_per_op();
   return r;
 }

@@ -41,6 +41,7 @@ struct TraceStatistics {
   int64_t replay_ops = 0;  // ops those runs covered
   int64_t evicted_traces = 0;
   int64_t evicted_ops = 0;
+  int64_t head_penalties = 0;  // false loop heads (HeadPenalty, lifecycle.h)
 
   // Measured time of compiled-trace replays per op (ns); -1 before the first replay.
   double replay_ns_per_op() const {

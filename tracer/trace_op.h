@@ -10,6 +10,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include "ops/registry.h"
+#include "tracer/user_site.h"
 
 namespace kiln::tracer {
 
@@ -47,11 +48,16 @@ struct TraceOp {
   bool in_place = false;  // writes into `target` instead of producing a new tensor
   InputRef target;
   OutputMeta meta;  // what the op produces (or the in-place result's metadata)
+  // Where the op was called (user_site.h; 0: unknown). Not part of matches(): a compiled
+  // path is followed by wiring and guards; sites decide anchors and loop heads.
+  SiteId site = 0;
 
   // Same op, attributes, input references, scalar kinds and guards.
   bool matches(const TraceOp& o) const;
   // The same, ignoring the guards (the same op at the same place in the program).
   bool same_wiring(const TraceOp& o) const;
+  // The same wiring at the same site: the same op at the same place in the program.
+  bool same_place(const TraceOp& o) const { return site == o.site && same_wiring(o); }
   // Same op and attributes and wiring, but a guard differs: which one and how.
   std::string guard_diff(const TraceOp& actual) const;
   std::string str() const;  // "add(e0, v1)"

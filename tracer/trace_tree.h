@@ -51,9 +51,12 @@ struct TraceNode {
 };
 
 struct Anchor {
-  TraceOp first;  // compared by wiring only
+  TraceOp first;  // compared by wiring and site (same_place), not guards
   TraceLifecycle lifecycle;
   TraceNode root;  // its children are the first ops of the variants (with guards)
+  // Set when a walk began here because the stream came round to this op mid-walk
+  // (LoopClose::AtHead): the key of its HeadPenalty (lifecycle.h); 0 otherwise.
+  uint64_t head_key = 0;
 };
 
 struct TraceTree {
@@ -67,14 +70,14 @@ struct TraceTree {
   uint64_t tick = 0;                 // walks so far (the LRU clock)
   int next_trace_id = 1;
 
-  // The anchor whose first op has first's wiring, or nullptr.
+  // The anchor whose first op is first's op at first's site, or nullptr.
   Anchor* find_anchor(const TraceOp& first) const {
     for (const auto& a : anchors)
-      if (a->first.same_wiring(first)) return a.get();
+      if (a->first.same_place(first)) return a.get();
     return nullptr;
   }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
-    anchors.push_back(std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}}));
+    anchors.push_back(std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}, 0}));
     ++nodes;
     return anchors.back().get();
   }

@@ -79,19 +79,30 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     new_externals.clear();
   }
   TraceOp op;
+  const SiteId site = current_op_site();
   if (walk_.mode == WalkMode::Idle) {
     op = walk_.describe(call, meta, target, &new_externals, true);
-    begin_walk(op);
+    op.site = site;
+    begin_walk(op, 0);
   } else {
     op = walk_.describe(call, meta, target, &new_externals, false);
+    op.site = site;
     TraceNode* child = walk_.mode == WalkMode::Replay ? walk_.node->find_child(op) : nullptr;
     const bool continues = child && child->compiled_below > 0;
-    if (!continues && walk_.closes_loop(call, meta, target, op, loops_allowed())) {
+    LoopClose close =
+        continues ? LoopClose::No : walk_.closes_loop(call, meta, target, op, loops_allowed());
+    const uint64_t head_key = close == LoopClose::AtHead ? penalty_key(op) : 0;
+    if (head_key != 0) {
+      auto it = head_penalties_.find(head_key);
+      if (it != head_penalties_.end() && it->second.suspended(tree_.tick)) close = LoopClose::No;
+    }
+    if (close != LoopClose::No) {
       end_walk(Boundary::Loop, nullptr, {});
       // Described again now that the ended walk's values exist (they may have been lazy).
       new_externals.clear();
       op = walk_.describe(call, meta, target, &new_externals, true);
-      begin_walk(op);
+      op.site = site;
+      begin_walk(op, head_key);
     }
     if (walk_.active() && walk_.node->depth >= config().max_trace_length) {
       const BreakCause too_long{BreakReason::TraceTooLong,
@@ -99,7 +110,8 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       end_walk(Boundary::Break, &too_long, current_site());
       new_externals.clear();
       op = walk_.describe(call, meta, target, &new_externals, true);
-      begin_walk(op);
+      op.site = site;
+      begin_walk(op, 0);
     }
   }
 
@@ -170,10 +182,17 @@ int Tracer::warmup_for_new_anchor() const {
   return config().warmup;
 }
 
-void Tracer::begin_walk(const TraceOp& first) {
+uint64_t Tracer::penalty_key(const TraceOp& op) {
+  if (op.site == 0) return 0;  // no site (C++ without a SiteScope): no penalties
+  const uint64_t key = op.site ^ (static_cast<uint64_t>(op.op) * 0x9e3779b97f4a7c15ULL);
+  return key ? key : 1;
+}
+
+void Tracer::begin_walk(const TraceOp& first, uint64_t head_key) {
   Anchor* anchor = tree_.find_anchor(first);
   if (!anchor)
     anchor = tree_.add_anchor(first, TraceLifecycle(warmup_for_new_anchor(), current_site()));
+  if (head_key != 0) anchor->head_key = head_key;
   walk_.begin(*anchor, ++tree_.tick);
 }
 
@@ -227,6 +246,15 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
 void Tracer::on_sync(const BreakCause& cause, const UserSite& site) {
   check_break_cause(cause, BreakPhase::Sync);
   if (!walk_.active() || walk_.in_boundary) return;
+  // A walk anchored at a head found mid-walk ran into a host read: a false loop head.
+  if (walk_.anchor->head_key != 0) {
+    HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
+    penalty.penalize(tree_.tick);
+    ++statistics_.head_penalties;
+    log_line(kLogTrace, detail::cat("loop head at ", walk_.anchor->lifecycle.site().str_exact(),
+                                    " ends at a host read: not a loop head for the next ",
+                                    penalty.penalty(), " walks"));
+  }
   end_walk(Boundary::Break, &cause, site);
   for (const RegionOptions& r : regions_) {
     if (r.fullgraph) {
@@ -278,6 +306,7 @@ void Tracer::reset() {
   end_walk(Boundary::Region, nullptr, {});
   tree_ = TraceTree{};
   statistics_ = TraceStatistics{};
+  head_penalties_.clear();
 }
 
 }  // namespace kiln::tracer

@@ -19,6 +19,7 @@
 
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ops/dispatch.h"
@@ -78,7 +79,9 @@ class Tracer final : public DispatchHook {
                    const TraceOp& op, std::vector<Tensor>& new_externals);
   // Why the op `op` leaves the compiled path at the walk's node (a Replay reason).
   BreakCause divergence(const TraceOp& op) const;
-  void begin_walk(const TraceOp& first);
+  // head_key: the HeadPenalty key when the walk begins at a head found mid-walk, else 0.
+  void begin_walk(const TraceOp& first, uint64_t head_key);
+  static uint64_t penalty_key(const TraceOp& op);
   // Ends the walk; `cause` is the reason of a Break or Abort (none for Region and Loop).
   void end_walk(Boundary kind, const BreakCause* cause, const UserSite& site);
   int warmup_for_new_anchor() const;
@@ -89,6 +92,7 @@ class Tracer final : public DispatchHook {
   TraceTree tree_;
   Walk walk_;
   TraceStatistics statistics_;
+  std::unordered_map<uint64_t, HeadPenalty> head_penalties_;  // by penalty_key
 };
 
 }  // namespace kiln::tracer

@@ -203,16 +203,18 @@ TraceProgram Walk::program() const {
   return program;
 }
 
-bool Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
-                       const TraceOp& op, bool loops_allowed) {
+LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                            const TraceOp& op, bool loops_allowed) {
   // Inside a region (compile(fn), Region) the region's edges end traces: no loop closing.
   // Nor inside kiln's own loops (a backward pass, an optimizer step).
-  if (at_root() || !loops_allowed) return false;
-  // The same op on the very same inputs as earlier in this walk: a loop body reading values
-  // made before the loop (x = tensor(...); for ...: y = f(x)) has come round again.
-  // Scalars must repeat too (x * 2.0 and 1.0 * x are the same wiring, not a loop).
-  // An op without tensor inputs (a factory: zeros, a scalar constant) repeating says
-  // nothing about loops: a backward pass makes the same constants as its forward.
+  if (at_root() || !loops_allowed) return LoopClose::No;
+  // The same op at the same site on the very same inputs as earlier in this walk: a loop
+  // body reading values made before the loop (x = tensor(...); for ...: y = f(x)) has come
+  // round again. Sites are exact (user_site.h), so `(x - mu) * (x - mu)` is two sites and
+  // does not close. Scalars must repeat too (x * 2.0 and 1.0 * x are the same wiring,
+  // not a loop). An op without tensor inputs (a factory: zeros, a scalar constant)
+  // repeating says nothing about loops: a backward pass makes the same constants as its
+  // forward.
   const bool has_inputs = !op.inputs.empty();
   bool repeats = false;
   int scanned = 0;
@@ -220,8 +222,8 @@ bool Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor*
   for (const TraceNode* n = node; n && n != &anchor->root && scanned < 1024;
        n = n->parent, ++scanned) {
     const size_t count = n->op.scalar_kinds.size();
-    if (has_inputs && n->op.op == op.op && !op.in_place && n->op.same_wiring(op) &&
-        scalar_end >= count) {
+    if (has_inputs && n->op.op == op.op && !op.in_place && n->op.site == op.site &&
+        n->op.same_wiring(op) && scalar_end >= count) {
       bool same = true;
       for (size_t k = 0; k < count && same; ++k)
         same = same_scalar(scalars[scalar_end - count + k], call.scalars[k]);
@@ -233,21 +235,22 @@ bool Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor*
     scalar_end -= std::min(scalar_end, count);
   }
   for (const InputRef& r : op.inputs)
-    if (r.kind != InputRef::Kind::External && !repeats) return false;
-  if (repeats) return true;
-  if (op.in_place && op.target.kind != InputRef::Kind::External) return false;
+    if (r.kind != InputRef::Kind::External && !repeats) return LoopClose::No;
+  if (repeats) return LoopClose::AtHead;
+  if (op.in_place && op.target.kind != InputRef::Kind::External) return LoopClose::No;
   std::vector<Tensor> fresh_externals;
-  const TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
-  if (fresh.same_wiring(anchor->first) && scalars.size() >= call.scalars.size() &&
+  TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
+  fresh.site = op.site;
+  if (fresh.same_place(anchor->first) && scalars.size() >= call.scalars.size() &&
       same_scalars(scalars.data(), anchor->first.scalar_kinds.size(), call))
-    return true;
-  if (!has_inputs) return false;
+    return LoopClose::AtAnchor;
+  if (!has_inputs) return LoopClose::No;
   for (const auto& [head, head_scalars] : heads)
-    if (fresh.same_wiring(head) && same_scalars(head_scalars.data(), head_scalars.size(), call))
-      return true;
+    if (fresh.same_place(head) && same_scalars(head_scalars.data(), head_scalars.size(), call))
+      return LoopClose::AtHead;
   if (heads.size() < 16)
     heads.push_back({fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
-  return false;
+  return LoopClose::No;
 }
 
 // Recording, closes_loop notes each op whose inputs are all external as a head (a later
@@ -263,8 +266,10 @@ void Walk::note_replayed_head(const OpCall& call, const OutputMeta& meta, const 
     if (r.kind != InputRef::Kind::External) return;
   if (edge.in_place && edge.target.kind != InputRef::Kind::External) return;
   std::vector<Tensor> fresh_externals;
-  heads.push_back({describe(call, meta, target, &fresh_externals, true),
-                   std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
+  TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
+  fresh.site = current_op_site();
+  heads.push_back(
+      {std::move(fresh), std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
 }
 
 }  // namespace kiln::tracer

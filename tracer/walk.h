@@ -39,6 +39,12 @@ class WalkBoundaryScope {
   bool saved_;
 };
 
+// Whether an op closes the walk's loop: No; AtAnchor, the walk came round to the op it
+// started with (the true loop head, LuaJIT's loop closing at the start PC); AtHead, it
+// came round to an op it passed later (a guess: the walk may have started before the
+// loop, or the head may sit in an inner loop; lifecycle.h's head penalties judge it).
+enum class LoopClose : uint8_t { No, AtAnchor, AtHead };
+
 // The mode a walk starts in under an anchor: it follows the anchor's TraceState.
 WalkMode walk_mode_for(const Anchor& anchor);
 
@@ -84,11 +90,12 @@ struct Walk {
   // The walked path as a program (live: the values the user still holds).
   TraceProgram program() const;
 
-  // Whether this op closes a loop: the walk comes round to an op it started with or
-  // passed as a head. Only where loops may close (loops_allowed: outside regions and
-  // kiln's own loops). `op` is the op described against the walk.
-  bool closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
-                   const TraceOp& op, bool loops_allowed);
+  // Whether this op closes a loop: the walk comes round (same op, wiring, scalars and
+  // site) to an op it started with or passed as a head. Only where loops may close
+  // (loops_allowed: outside regions and kiln's own loops). `op` is the op described
+  // against the walk, with its site.
+  LoopClose closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                        const TraceOp& op, bool loops_allowed);
   // A replayed op notes itself as a head like closes_loop does for a recorded one.
   void note_replayed_head(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                           const TraceOp& edge, bool loops_allowed);

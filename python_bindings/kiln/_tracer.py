@@ -63,6 +63,18 @@ class region:
         return wrapped
 
 
+class _library_loop:
+    """Marks a loop of kiln's own helpers (over parameters): the tracer closes no loop
+    inside it, so one step stays one trace."""
+
+    def __enter__(self):
+        _C._library_loop(True)
+
+    def __exit__(self, *exc):
+        _C._library_loop(False)
+        return False
+
+
 _MODES = ("default", "reduce-overhead", "max-autotune")
 
 
@@ -114,6 +126,7 @@ class Explanation:
         self.ops_replayed = data["ops_replayed"]
         self.compile_ms = data["compile_ms"]
         self.replay_ns_per_op = data.get("replay_ns_per_op")
+        self.head_penalties = data.get("head_penalties", 0)
 
     def json(self):
         return self._json

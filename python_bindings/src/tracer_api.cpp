@@ -1,6 +1,7 @@
 // The tracer's Python surface (kiln/_tracer.py wraps it): regions, explain(), reset(),
 // the automatic-tracing switch, tracer settings, and kiln.GraphBreakError.
 #include "common.h"
+#include "ops/autograd/record.h"
 #include "tracer/api.h"
 #include "tracer/config.h"
 
@@ -66,6 +67,10 @@ void register_tracer() {
   bp::register_exception_translator<GraphBreakError>(
       [type](const GraphBreakError& e) { PyErr_SetString(type, e.what()); });
 
+  // kiln's own Python loops over parameters (zero_grad, clip_grad_norm_): no loop closes
+  // inside, like the C++ optimizers' LibraryLoopScope.
+  bp::def(
+      "_library_loop", +[](bool enter) { autograd::tls_library_loop_depth += enter ? 1 : -1; });
   bp::def("_region_enter", &region_enter);
   bp::def("_region_exit", &region_exit);
   bp::def("_explain", &explain);

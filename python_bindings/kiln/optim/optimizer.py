@@ -108,15 +108,18 @@ class Optimizer:
 
     # -- training
     def zero_grad(self, set_to_none=True):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    with _no_grad():
-                        p.grad.zero_()
+        from .._tracer import _library_loop
+
+        with _library_loop():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is None:
+                        continue
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        with _no_grad():
+                            p.grad.zero_()
 
     def step(self, closure=None):
         self._step_count = getattr(self, "_step_count", 0) + 1  # read by the schedulers

@@ -15,12 +15,13 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """Scales the gradients so that their joint norm_type-norm is at most max_norm
     (factor max_norm / (norm + 1e-6), capped at 1); returns the norm before clipping."""
     from ..._functions import no_grad
+    from ..._tracer import _library_loop
 
     grads = _grads(parameters)
     max_norm, norm_type = float(max_norm), float(norm_type)
     if not grads:
         return _C.zeros(())
-    with no_grad():
+    with no_grad(), _library_loop():
         if norm_type == float("inf"):
             norms = [g.abs().amax() for g in grads]
             total = norms[0] if len(norms) == 1 else _C.stack(norms).amax()
