@@ -103,6 +103,13 @@ py311() {
 setup_step() {
   rm -rf "$DEB_ROOT"
   mkdir -p "$DEB_ROOT"
+  # A library carried compressed (a build with the LLVM JIT is over the carry limit raw).
+  local xzf
+  for xzf in "$G"/lib/*.so*.xz; do
+    [[ -f "$xzf" ]] || continue
+    python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' \
+      "$xzf" "${xzf%.xz}" && echo "decompressed ${xzf##*/}"
+  done
   local n=0
   for f in "$G"/debs/*.deb; do
     dpkg -x "$f" "$DEB_ROOT" && n=$((n + 1))
@@ -189,8 +196,8 @@ ab_step() {
   local base=/tmp/kiln-base
   rm -rf "$base" && mkdir -p "$base/lib" || return 1
   python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.open(sys.argv[1]).read())' \
-    "$ROOT/.gpu-base/libkiln.so.xz" "$base/lib/libkiln.so" || return 1
-  cp -r "$ROOT/.gpu-base/python" "$base/python"
+    "${G%/.gpu}/.gpu-base/libkiln.so.xz" "$base/lib/libkiln.so" || return 1
+  cp -r "${G%/.gpu}/.gpu-base/python" "$base/python"
   local b_python a_python
   b_python="$(make_kiln_python)"
   a_python="$DEB_ROOT/kiln-base-python3.11"

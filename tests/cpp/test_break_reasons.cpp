@@ -178,7 +178,8 @@ TEST_F(BreakReasons, EveryRowIsRaisedAndReadsAsItsMessage) {
       EXPECT_TRUE(contains(shown, part)) << "missing: " << part << "\n" << shown;
     const BreakPhase phase = tr::break_reason_phase(reason);
     if (phase == BreakPhase::Sync || phase == BreakPhase::Record) {  // a graph break
-      const tr::BreakReport* b = break_of(tr::explain(), reason);
+      const auto report = tr::explain();                             // held: b points into it
+      const tr::BreakReport* b = break_of(report, reason);
       ASSERT_NE(b, nullptr) << shown;
       EXPECT_EQ(b->phase, tr::break_phase_name(phase));
       EXPECT_TRUE(contains(shown, "\"kind\": \"" + std::string(tr::break_reason_name(reason))));
