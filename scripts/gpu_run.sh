@@ -25,6 +25,8 @@
 # KILN_GPU_STEPS=models runs only the real-models table (bench/models/run.py: GPT, CNN,
 # transformer-block inference, LSTM LM; kiln traced/eager vs PyTorch eager/torch.compile,
 # KILN_VERIFY=1 runs; extra arguments in KILN_MODELS_ARGS, e.g. "--only gpt");
+# KILN_GPU_STEPS=probe runs the gtests matching KILN_GPU_GTEST_FILTER (also honoured by the
+# full run), then the real-models table (KILN_MODELS_ARGS): a quick check of one change;
 # KILN_GPU_STEPS=sanitize runs only compute-sanitizer memcheck and racecheck on the CUDA
 # gtests (scripts/gpu_sanitize.sh; 300 s for both), one summary line per tool;
 # KILN_GPU_STEPS=reliability runs both tools and then the differential fuzzer's CUDA legs
@@ -136,7 +138,8 @@ setup_step() {
 }
 
 tests_step() {
-  kiln_env "$G/bin/kiln_tests" --gtest_output="xml:$OUT/gtest.xml" --gtest_brief=1
+  kiln_env "$G/bin/kiln_tests" --gtest_output="xml:$OUT/gtest.xml" --gtest_brief=1 \
+    --gtest_filter="${KILN_GPU_GTEST_FILTER:-*}"
 }
 
 demo_step() { kiln_env "$G/bin/kiln_demo"; }
@@ -361,6 +364,13 @@ main() {
   fi
   if [[ "${KILN_GPU_STEPS:-all}" == ab ]]; then  # A/B of the GPU workloads, old vs new build
     step "A/B GPU workloads" 480 ab_step
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == probe ]]; then  # filtered gtests, then the models table
+    step "kiln_tests (gtest, ${KILN_GPU_GTEST_FILTER:-*})" 240 tests_step
+    step "real models bench" 540 models_step
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return

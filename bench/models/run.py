@@ -73,7 +73,9 @@ def explain_snapshot(kiln):
         breaks={(b["reason"], b["file"], b["line"]): b["count"] for b in e["graph_breaks"]},
         recompiles=len(e["recompiles"]), eager_anchors=len(e["eager_anchors"]),
         ops_recorded=e["ops_recorded"], ops_replayed=e["ops_replayed"],
-        compile_ms=e["compile_ms"])
+        compile_ms=e["compile_ms"],
+        graph_notes=sorted({n for t in e["traces"] for n in t.get("notes", [])
+                            if n.startswith("cuda graph off") or "staging buffers" in n}))
 
 
 def tracer_stats(before, after, steps):
@@ -94,6 +96,7 @@ def tracer_stats(before, after, steps):
                                + after["recompiles"] - before["recompiles"]),
         compiles=len(after["traces"]), recompiles=after["recompiles"],
         stays_eager=after["eager_anchors"], compile_ms=after["compile_ms"],
+        graph_notes=after["graph_notes"],
         top_breaks=[f"{n / steps:g}/step {r} at {os.path.basename(f)}:{line}"
                     for n, (r, f, line) in top])
 
@@ -238,6 +241,8 @@ def table(results, args):
                              f"compiling in all, {t['compiles']} compiled traces")
             for b in t.get("top_breaks", []):
                 notes.append(f"{model}, {LABELS[system]}: graph break {b}")
+            for n in t.get("graph_notes", []):
+                notes.append(f"{model}, {LABELS[system]}: {n}")
             if t.get("stays_eager"):
                 notes.append(f"{model}, {LABELS[system]}: {t['stays_eager']} trace anchor(s) "
                              "left eager (recompile limit)")

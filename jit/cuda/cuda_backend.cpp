@@ -92,6 +92,9 @@ class FusedCudaTrace final : public FusedTrace {
     std::vector<OpCall> calls(plan_.steps.size());
     std::vector<std::vector<int64_t>> args(plan_.steps.size());
     std::string signature;  // what the library calls see: pointers and scalars
+    // Per library step, the copies into its moving inputs' staging buffers (see
+    // stage_moving_inputs), issued just before the call.
+    std::map<int, std::vector<StageCopy>> stage_copies;
     for (size_t s = 0; s < plan_.steps.size(); ++s) {
       const Step& step = plan_.steps[s];
       if (step.kind == Step::Kind::View) {
@@ -109,6 +112,8 @@ class FusedCudaTrace final : public FusedTrace {
         }
         v[i] = library_output(i, externals, v);
         if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
+        if (!program_.ops[i].in_place)  // an in-place call reads and writes its target
+          stage_moving_inputs(static_cast<int>(s), calls[s], stage_copies);
         for (const Tensor& t : calls[s].inputs)
           append(signature, t.defined() ? t.data_ptr() : nullptr);
         append(signature, v[i].data_ptr());
@@ -143,6 +148,8 @@ class FusedCudaTrace final : public FusedTrace {
       for (size_t s = 0; s < plan_.steps.size(); ++s) {
         const Step& step = plan_.steps[s];
         if (step.kind == Step::Kind::Library) {
+          if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
+            for (const StageCopy& sc : c->second) graph_.copy(sc.id, sc.dst, sc.src, sc.bytes);
           if (!patching) run_library_step(static_cast<int>(s), calls[s], v[step.op]);
         } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
           const CudaKernel& k = *kernels_[s];
@@ -200,6 +207,9 @@ class FusedCudaTrace final : public FusedTrace {
     const GraphStats& g = graph_.stats();
     if (!graph_off_.empty())
       out.push_back("cuda graph off: " + graph_off_ + "; kernels launched one by one");
+    if (!stages_.empty())
+      out.push_back("cuda graph: " + std::to_string(stages_.size()) +
+                    " library input(s) moved between replays, copied into staging buffers");
     out.push_back("cuda graph: " + std::to_string(g.captures) + " capture(s), " +
                   std::to_string(g.recaptures) +
                   " re-capture(s) (library call arguments changed), " + std::to_string(g.launches) +
@@ -225,6 +235,43 @@ class FusedCudaTrace final : public FusedTrace {
     return t;
   }
 
+  // A library call's input that arrives at a new address on a later run (a new batch
+  // tensor each step, a value the user receives fresh each run) would change what the
+  // captured library call reads and force a re-capture on every replay. Once a contiguous
+  // input slot has moved, the call reads it from a buffer owned by this trace instead, and
+  // a copy node (patched per replay, no re-capture) fills the buffer just before the call.
+  // Inputs that never move (parameters, arena values) are read in place, copied never.
+  struct StageCopy {
+    int id;
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  void stage_moving_inputs(int s, OpCall& call, std::map<int, std::vector<StageCopy>>& out) const {
+    for (size_t j = 0; j < call.inputs.size(); ++j) {
+      Tensor& t = call.inputs[j];
+      if (!t.defined() || t.numel() == 0) continue;
+      const std::pair<int, int> slot{s, static_cast<int>(j)};
+      auto st = stages_.find(slot);
+      if (st == stages_.end()) {
+        const void* before = last_input_[slot];
+        last_input_[slot] = t.data_ptr();
+        if (before == nullptr || before == t.data_ptr() || !t.is_contiguous()) continue;
+        Stage fresh;
+        fresh.id = static_cast<int>(plan_.steps.size() + stages_.size());
+        fresh.buffer = Tensor::make(t.sizes(), t.dtype(), t.device());
+        st = stages_.emplace(slot, std::move(fresh)).first;
+      }
+      const Stage& stage = st->second;
+      if (!t.is_contiguous() || t.sizes() != stage.buffer.sizes() ||
+          t.dtype() != stage.buffer.dtype())
+        continue;  // the guards make this impossible; read it in place then
+      out[s].push_back(StageCopy{stage.id, stage.buffer.data_ptr(), t.data_ptr(),
+                                 static_cast<size_t>(t.numel()) * itemsize(t.dtype())});
+      t = stage.buffer;
+    }
+  }
+
   void run_library_step(int s, const OpCall& call, const Tensor& out) const {
     if (auto g = gemms_.find(s); g != gemms_.end()) {
       for (const Tensor& t : call.inputs)
@@ -247,6 +294,12 @@ class FusedCudaTrace final : public FusedTrace {
   mutable std::string graph_off_;  // why the graph is not used ("" while it is)
   mutable int recaptures_in_a_row_ = 0;
   mutable std::map<int, Tensor> staging_;
+  struct Stage {
+    int id = 0;     // its copy node's id (after the steps' ids)
+    Tensor buffer;  // where the library call reads the moving input
+  };
+  mutable std::map<std::pair<int, int>, Stage> stages_;            // by (step, input)
+  mutable std::map<std::pair<int, int>, const void*> last_input_;  // until a slot moves
 };
 
 // One attempt's CUDA code: the epilogue pass's GEMMs, then the CUDA C of every kernel

@@ -573,6 +573,59 @@ TEST_F(JitCuda, NewInputTensorsEveryCallAndEveryOutputKept) {
   }
 }
 
+// A training loop hands in a new batch at a new address every step (get_batch: randint,
+// stack, .to(device)). The library calls that read it (the embedding lookup, the first
+// matmul) must not switch the graph off: after one re-capture they read the moving inputs
+// from staging buffers that copy nodes fill.
+int64_t note_count(const tr::TraceReport& t, const std::string& after) {
+  for (const std::string& n : t.notes) {
+    const size_t at = n.find(after);
+    if (at == std::string::npos) continue;
+    size_t b = at;  // the number right before `after`
+    while (b > 0 && std::isdigit(static_cast<unsigned char>(n[b - 1]))) --b;
+    return std::stoll(n.substr(b, at - b));
+  }
+  return -1;
+}
+
+TEST_F(JitCuda, NewBatchAddressEveryStepKeepsTheGraph) {
+  const int64_t vocab = 50, width = 24, tokens = 40;
+  const Host wh = random_host({vocab, width}, kF32), ph = random_host({width, 16}, kF32);
+  const Tensor wg = make(wh, kF32, gpu()), pg = make(ph, kF32, gpu());
+  const Tensor wc = make(wh, kF32), pc = make(ph, kF32);
+  auto step = [](const Tensor& w, const Tensor& p, const Tensor& idx, const Tensor& x) {
+    Tensor e = kiln::embedding(w, idx);             // a library call on the moving index
+    Tensor h = kiln::matmul(kiln::tanh(e) + x, p);  // a matmul fed by the moving batch too
+    return kiln::softmax(kiln::matmul(x, p) * 0.5 + h, -1);
+  };
+  Range ids;
+  ids.ilo = 0;
+  ids.ihi = vocab - 1;
+  const int calls = 9;
+  for (int i = 0; i < calls; ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    const Host ih = random_host({tokens}, DType::Int64, ids), xh = random_host({tokens, width}, kF32);
+    const Tensor ig = make(ih, DType::Int64, gpu()), xg = make(xh, kF32, gpu());  // new addresses
+    Tensor y;
+    {
+      tr::Region region;
+      y = step(wg, pg, ig, xg);
+    }
+    expect_same(y, eager([&] { return step(wg, pg, ig, xg); }),
+                eager([&] { return step(wc, pc, make(ih, DType::Int64), make(xh, kF32)); }),
+                Tol{1e-4, 1e-4});
+  }
+  const tr::ExplainReport r = tr::explain();
+  expect_cuda_traces(1);
+  ASSERT_FALSE(r.traces.empty());
+  const tr::TraceReport& t = r.traces[0];
+  EXPECT_GE(t.replays, 5) << r.table();
+  EXPECT_TRUE(has_note(t, "copied into staging buffers")) << r.table();
+  const int64_t recaptures = note_count(t, " re-capture(s)");
+  EXPECT_GE(recaptures, 0) << r.table();
+  EXPECT_LE(recaptures, 1) << r.table();
+}
+
 TEST_F(JitCuda, BatchSizeChangeAfterCompiling) {
   const Host bh = random_host({96}, kF32);
   const Tensor bg = make(bh, kF32, gpu()), bc = make(bh, kF32);
