@@ -604,7 +604,8 @@ TEST_F(JitCuda, NewBatchAddressEveryStepKeepsTheGraph) {
   const int calls = 9;
   for (int i = 0; i < calls; ++i) {
     SCOPED_TRACE("call " + std::to_string(i));
-    const Host ih = random_host({tokens}, DType::Int64, ids), xh = random_host({tokens, width}, kF32);
+    const Host ih = random_host({tokens}, DType::Int64, ids),
+               xh = random_host({tokens, width}, kF32);
     const Tensor ig = make(ih, DType::Int64, gpu()), xg = make(xh, kF32, gpu());  // new addresses
     Tensor y;
     {
