@@ -91,7 +91,8 @@ class FusedCudaTrace final : public FusedTrace {
     // 1. Tensors, calls and argument words for this run; nothing is launched yet.
     std::vector<OpCall> calls(plan_.steps.size());
     std::vector<std::vector<int64_t>> args(plan_.steps.size());
-    std::string signature;  // what the library calls see: pointers and scalars
+    // What the library calls see, per step: input and output pointers, scalars.
+    std::vector<CallSignature> signature(plan_.steps.size());
     // Per library step, the copies into its moving inputs' staging buffers (see
     // stage_moving_inputs), issued just before the call.
     std::map<int, std::vector<StageCopy>> stage_copies;
@@ -114,10 +115,14 @@ class FusedCudaTrace final : public FusedTrace {
         if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
         if (!program_.ops[i].in_place)  // an in-place call reads and writes its target
           stage_moving_inputs(static_cast<int>(s), calls[s], stage_copies);
-        for (const Tensor& t : calls[s].inputs)
-          append(signature, t.defined() ? t.data_ptr() : nullptr);
-        append(signature, v[i].data_ptr());
-        for (const Scalar& x : calls[s].scalars) append(signature, x.to_double());
+        CallSignature& sig = signature[s];
+        for (const Tensor& t : calls[s].inputs) {
+          sig.pointers.push_back(t.defined() ? t.data_ptr() : nullptr);
+          sig.contiguous.push_back(!t.defined() || t.is_contiguous());
+        }
+        sig.pointers.push_back(v[i].data_ptr());
+        sig.contiguous.push_back(true);
+        for (const Scalar& x : calls[s].scalars) sig.scalars.push_back(x.to_double());
       } else {
         const CudaKernel& k = *kernels_[s];
         for (int i : step.group.ops)
@@ -175,7 +180,8 @@ class FusedCudaTrace final : public FusedTrace {
     } else {
       std::string why;
       if (graph_.recorded() && ++recaptures_in_a_row_ > 3) {
-        graph_off_ = "the library calls' arguments changed on 4 replays in a row";
+        graph_off_ = "the library calls' arguments changed on 4 replays in a row (last: " +
+                     what_changed(signature) + ")";
         launch_all();
       } else if (graph_.record_and_launch(launch_all, &why)) {
         signature_ = signature;
@@ -219,9 +225,33 @@ class FusedCudaTrace final : public FusedTrace {
   }
 
  private:
-  template <class T>
-  static void append(std::string& sig, T x) {
-    sig.append(reinterpret_cast<const char*>(&x), sizeof(x));
+  struct CallSignature {
+    std::vector<const void*> pointers;  // inputs, then the output
+    std::vector<bool> contiguous;
+    std::vector<double> scalars;
+    bool operator==(const CallSignature& o) const {
+      return pointers == o.pointers && scalars == o.scalars;
+    }
+  };
+
+  // The first library call whose arguments differ from the captured ones, for the note
+  // that says why the graph was given up.
+  std::string what_changed(const std::vector<CallSignature>& now) const {
+    for (size_t s = 0; s < now.size() && s < signature_.size(); ++s) {
+      const CallSignature &a = now[s], &b = signature_[s];
+      if (a == b) continue;
+      const std::string op = program_.ops[plan_.steps[s].op].str();
+      for (size_t j = 0; j < a.pointers.size() && j < b.pointers.size(); ++j) {
+        if (a.pointers[j] == b.pointers[j]) continue;
+        const bool out = j + 1 == a.pointers.size();
+        return op + ": " + (out ? std::string("its output") : "input " + std::to_string(j)) +
+               " at a new address" + (a.contiguous[j] ? "" : " (a strided view, not staged)");
+      }
+      for (size_t j = 0; j < a.scalars.size() && j < b.scalars.size(); ++j)
+        if (a.scalars[j] != b.scalars[j]) return op + ": scalar " + std::to_string(j) + " changed";
+      return op + ": its arguments changed";
+    }
+    return "the calls changed";
   }
 
   // Where library op i writes: its in-place target, its arena slice, or (a value the
@@ -237,37 +267,56 @@ class FusedCudaTrace final : public FusedTrace {
 
   // A library call's input that arrives at a new address on a later run (a new batch
   // tensor each step, a value the user receives fresh each run) would change what the
-  // captured library call reads and force a re-capture on every replay. Once a contiguous
-  // input slot has moved, the call reads it from a buffer owned by this trace instead, and
-  // a copy node (patched per replay, no re-capture) fills the buffer just before the call.
-  // Inputs that never move (parameters, arena values) are read in place, copied never.
+  // captured library call reads and force a re-capture on every replay. Once an input slot
+  // has moved, the call reads it from a buffer owned by this trace instead, with the same
+  // strides, and a copy node (patched per replay, no re-capture) fills the buffer with the
+  // bytes the view spans just before the call. Inputs that never move (parameters, arena
+  // values) are read in place, copied never; a view spanning over twice its elements (a
+  // column of a large tensor) is not staged.
   struct StageCopy {
     int id;
     void* dst;
     const void* src;
     size_t bytes;
   };
+  // The elements a view spans in its storage, from its first element: numel for a dense
+  // layout in any order (a transpose), more for a slice of a larger tensor; -1 when a
+  // stride is negative.
+  static int64_t span_of(const Tensor& t) {
+    int64_t last = 0;
+    for (size_t d = 0; d < t.sizes().size(); ++d) {
+      if (t.strides()[d] < 0) return -1;
+      last += (t.sizes()[d] - 1) * t.strides()[d];
+    }
+    return last + 1;
+  }
+
   void stage_moving_inputs(int s, OpCall& call, std::map<int, std::vector<StageCopy>>& out) const {
     for (size_t j = 0; j < call.inputs.size(); ++j) {
       Tensor& t = call.inputs[j];
       if (!t.defined() || t.numel() == 0) continue;
+      const int64_t span = span_of(t);
+      // A copy of the span must not cost much more than the view itself.
+      const bool stageable = span > 0 && span <= 2 * t.numel() + 64;
       const std::pair<int, int> slot{s, static_cast<int>(j)};
       auto st = stages_.find(slot);
       if (st == stages_.end()) {
         const void* before = last_input_[slot];
         last_input_[slot] = t.data_ptr();
-        if (before == nullptr || before == t.data_ptr() || !t.is_contiguous()) continue;
+        if (before == nullptr || before == t.data_ptr() || !stageable) continue;
         Stage fresh;
         fresh.id = static_cast<int>(plan_.steps.size() + stages_.size());
-        fresh.buffer = Tensor::make(t.sizes(), t.dtype(), t.device());
+        fresh.storage =
+            Storage::allocate(static_cast<size_t>(span) * itemsize(t.dtype()), t.device());
+        fresh.buffer = Tensor::make_view(fresh.storage, t.sizes(), t.strides(), 0, t.dtype());
         st = stages_.emplace(slot, std::move(fresh)).first;
       }
       const Stage& stage = st->second;
-      if (!t.is_contiguous() || t.sizes() != stage.buffer.sizes() ||
-          t.dtype() != stage.buffer.dtype())
+      if (!stageable || t.sizes() != stage.buffer.sizes() ||
+          t.strides() != stage.buffer.strides() || t.dtype() != stage.buffer.dtype())
         continue;  // the guards make this impossible; read it in place then
       out[s].push_back(StageCopy{stage.id, stage.buffer.data_ptr(), t.data_ptr(),
-                                 static_cast<size_t>(t.numel()) * itemsize(t.dtype())});
+                                 static_cast<size_t>(span) * itemsize(t.dtype())});
       t = stage.buffer;
     }
   }
@@ -290,13 +339,14 @@ class FusedCudaTrace final : public FusedTrace {
   Device device_;
   mutable std::mutex mutex_;
   mutable CudaGraphPlan graph_;
-  mutable std::string signature_;
+  mutable std::vector<CallSignature> signature_;
   mutable std::string graph_off_;  // why the graph is not used ("" while it is)
   mutable int recaptures_in_a_row_ = 0;
   mutable std::map<int, Tensor> staging_;
   struct Stage {
-    int id = 0;     // its copy node's id (after the steps' ids)
-    Tensor buffer;  // where the library call reads the moving input
+    int id = 0;                        // its copy node's id (after the steps' ids)
+    std::shared_ptr<Storage> storage;  // the moving input's span, copied before each call
+    Tensor buffer;                     // the input's view of it, as the library call reads
   };
   mutable std::map<std::pair<int, int>, Stage> stages_;            // by (step, input)
   mutable std::map<std::pair<int, int>, const void*> last_input_;  // until a slot moves

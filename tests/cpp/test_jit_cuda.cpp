@@ -606,7 +606,9 @@ TEST_F(JitCuda, NewBatchAddressEveryStepKeepsTheGraph) {
     SCOPED_TRACE("call " + std::to_string(i));
     const Host ih = random_host({tokens}, DType::Int64, ids),
                xh = random_host({tokens, width}, kF32);
-    const Tensor ig = make(ih, DType::Int64, gpu()), xg = make(xh, kF32, gpu());  // new addresses
+    // New addresses every call; the batch arrives as a strided (transposed) view.
+    const Tensor ig = make(ih, DType::Int64, gpu());
+    const Tensor xg = make(xh, kF32, Layout::Transposed, gpu());
     Tensor y;
     {
       tr::Region region;
