@@ -5,7 +5,8 @@ include(${CMAKE_CURRENT_LIST_DIR}/embed.cmake)
 
 set(KILN_POINTWISE_HEADERS
   ${PROJECT_SOURCE_DIR}/ops/pointwise_math.h ${PROJECT_SOURCE_DIR}/ops/op_id.h
-  ${PROJECT_SOURCE_DIR}/ops/ops.def ${PROJECT_SOURCE_DIR}/runtime/macros.h)
+  ${PROJECT_SOURCE_DIR}/ops/ops.def ${PROJECT_SOURCE_DIR}/runtime/macros.h
+  ${PROJECT_SOURCE_DIR}/ops/philox.h)
 
 if(KILN_HAVE_CUDA)
   kiln_embed(kiln nvrtc_headers BASE ${PROJECT_SOURCE_DIR} FILES ${KILN_POINTWISE_HEADERS})

@@ -9,9 +9,9 @@
 namespace kiln::jit {
 
 const char* kop_name(KOp op) {
-  static const char* const names[] = {"load",       "scalar",     "const",     "reduce_count",
-                                      "cast",       "unary",      "binary",    "where",
-                                      "reduce_sum", "reduce_max", "reduce_min"};
+  static const char* const names[] = {"load",   "scalar",     "const",      "reduce_count",
+                                      "cast",   "unary",      "binary",     "where",
+                                      "random", "reduce_sum", "reduce_max", "reduce_min"};
   static_assert(sizeof(names) / sizeof(names[0]) == static_cast<size_t>(KOp::ReduceMin) + 1);
   return names[static_cast<int>(op)];
 }
@@ -28,6 +28,7 @@ KNode math_node(OpId fn, DType dtype, int32_t a, int32_t b, bool approximate) {
 }
 
 std::string node_name(const KNode& n) {
+  if (n.op == KOp::Random) return n.fn == OpId::Randn ? "randn" : "rand";
   if (n.op != KOp::Unary && n.op != KOp::Binary) return kop_name(n.op);
   return std::string(op_name(n.fn)) + (n.approximate ? "_tanh" : "");
 }
@@ -51,7 +52,7 @@ std::string Kernel::text() const {
     const KOperand& o = operands[i];
     t += "  operand " + std::to_string(i) + ": " + dtype_name(o.dtype) + " " +
          inner[static_cast<int>(o.inner)] + (o.loaded ? " in" : "") + (o.stored ? " out" : "") +
-         (o.row_level ? " row" : "") + "\n";
+         (o.row_level ? " row" : "") + (o.index_only ? " index" : "") + "\n";
   }
   char buf[64];
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -61,9 +62,9 @@ std::string Kernel::text() const {
     if (n.stage) t += ".s" + std::to_string(n.stage);
     for (int32_t a : n.in)
       if (a >= 0) t += " %" + std::to_string(a);
-    if (n.op == KOp::Load) t += " op" + std::to_string(n.operand);
+    if (n.op == KOp::Load || n.op == KOp::Random) t += " op" + std::to_string(n.operand);
     if (n.op == KOp::Scalar) t += " s" + std::to_string(n.slot);
-    if (n.op == KOp::Const) {
+    if (n.op == KOp::Const || n.op == KOp::Random) {
       std::snprintf(buf, sizeof(buf), " %.17g", n.value);
       t += buf;
     }
@@ -168,7 +169,7 @@ int simplify(Kernel& k) {
     for (int32_t& a : n.in)
       if (a >= 0) a = repl[a];
     if (n.op == KOp::Load || n.op == KOp::Scalar || n.op == KOp::Const ||
-        n.op == KOp::ReduceCount || is_reduction(n.op))
+        n.op == KOp::ReduceCount || n.op == KOp::Random || is_reduction(n.op))
       continue;
     // Constant folding.
     bool all_const = true;

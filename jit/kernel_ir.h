@@ -35,6 +35,11 @@ enum class KOp : uint8_t {
   Unary,   // pm::UnaryFn<fn>(in[0]); gelu with `approximate`: pm::GeluTanh
   Binary,  // pm::BinaryFn<fn>(in[0], in[1]), inputs of one compute type; comparisons: Bool
   Where,   // in[0] ? in[1] : in[2]
+  // fn Rand: philox::rand_value(in[0], in[1], index, bits = value); fn Randn:
+  // philox::randn_value(in[0], in[1], index) (ops/philox.h, what the eager kernels run),
+  // a double. in[0], in[1] are the op's seed and offset; index is the element's row-major
+  // index in the random op's output: the offset of `operand`, an index-only operand.
+  Random,
   // row reductions
   ReduceSum,
   ReduceMax,
@@ -52,7 +57,7 @@ struct KNode {
   DType dtype = DType::Float32;  // the value's type (float16/bfloat16 compute in float32)
   Level level = Level::Full;
   int32_t in[3] = {-1, -1, -1};
-  int32_t operand = -1;  // Load
+  int32_t operand = -1;  // Load; Random: its index-only operand
   int32_t slot = -1;     // Scalar: index into the kernel's scalar arguments
   double value = 0;      // Const
   int stage = 0;         // reductions: the pass that computes them (1, 2, ...)
@@ -67,6 +72,9 @@ struct KOperand {
   bool loaded = false;
   bool stored = false;
   bool row_level = false;  // a Row kernel operand that is constant along the cols
+  // No tensor: its offset (from the strides, in elements) is a Random node's element
+  // index. Unless it is also stored, the host passes no pointer for it.
+  bool index_only = false;
 };
 
 struct KStore {

@@ -46,6 +46,7 @@ class Lowerer {
         operand = operand_for(InputRef{InputRef::Kind::Value, i}, op.meta.sizes, true);
       }
       out_.kernel.operands[operand].stored = true;
+      out_.kernel.operands[operand].index_only = false;  // a rand output's index operand
       const int32_t v = cast(values_.at(i), out_.kernel.operands[operand].dtype);
       out_.kernel.stores.push_back(KStore{v, operand});
     }
@@ -238,6 +239,8 @@ class Lowerer {
                cast(input(op.inputs[2], at), out));
     } else if (op.op == OpId::Full) {
       v = cast(scalar(i, 0), out);
+    } else if (fam == OpFamily::Random) {
+      v = cast(random(i, op), out);
     } else {
       v = lower_row_op(i, op, out);
     }
@@ -334,6 +337,40 @@ class Lowerer {
     }
   }
 
+  // rand / randn: the eager kernels' draw (ops/philox.h) at the element's row-major index
+  // in the op's output, which is the offset of an index-only operand with the output's
+  // contiguous strides; broadcast dims of the group add nothing to it.
+  int32_t random(int i, const TraceOp& op) {
+    const InputRef self{InputRef::Kind::Value, i};
+    const int32_t operand = operand_for(self, op.meta.sizes, true);
+    KOperand& o = out_.kernel.operands[operand];
+    if (!o.stored) o.index_only = true;
+    KNode n;
+    n.op = KOp::Random;
+    n.fn = op.op;
+    n.dtype = DType::Float64;
+    n.in[0] = scalar(i, 0);
+    n.in[1] = scalar(i, 1);
+    n.operand = operand;
+    n.value = uniform_bits(op.meta.dtype);
+    return out_.kernel.add(n);
+  }
+  // The precision rand draws at for a dtype, as philox::uniform_bits<T>().
+  static int uniform_bits(DType d) {
+    switch (d) {
+      case DType::Float64:
+        return 53;
+      case DType::Float32:
+        return 24;
+      case DType::BFloat16:
+        return 8;
+      case DType::Float16:
+        return 11;
+      default:
+        throw Unsupported(std::string("rand of ") + dtype_name(d));
+    }
+  }
+
   // ---- dims: drop size-1 dims, merge dims every operand walks contiguously.
   void collapse() {
     const int cols_from = rank_ - g_.reduced_dims;
@@ -398,7 +435,7 @@ class Lowerer {
     std::vector<int> ready(k.nodes.size(), 0);
     for (size_t i = 0; i < k.nodes.size(); ++i) {
       KNode& n = k.nodes[i];
-      if (n.op == KOp::Load) {
+      if (n.op == KOp::Load || n.op == KOp::Random) {
         n.level = k.kind == Kernel::Kind::Pointwise || !k.operands[n.operand].row_level
                       ? Level::Full
                       : Level::Row;
@@ -449,7 +486,7 @@ bool can_lower(const TraceProgram& program, int i, DeviceType target) {
   const TraceOp& op = program.ops[i];
   if (op.meta.device.type != target) return false;
   if (op.op == OpId::Pow && !is_floating(op.meta.dtype)) return false;
-  if (op.op == OpId::Full && op.meta.sizes.empty()) return true;
+  if (op_info(op.op).family == OpFamily::Random && !is_floating(op.meta.dtype)) return false;
   return true;
 }
 

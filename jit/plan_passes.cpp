@@ -15,7 +15,15 @@ bool is_live(const TraceProgram& p, int i) {
 
 bool is_pointwise(OpFamily f, OpId op) {
   return f == OpFamily::Unary || f == OpFamily::Clamp || f == OpFamily::Binary ||
-         f == OpFamily::Where || op == OpId::Full;
+         f == OpFamily::Where || f == OpFamily::Random || op == OpId::Full;
+}
+
+// full() of one element: a scalar broadcast wherever it is read.
+bool is_fill_scalar(const TraceOp& op) {
+  if (op.op != OpId::Full) return false;
+  for (int64_t d : op.meta.sizes)
+    if (d != 1) return false;
+  return true;
 }
 
 bool is_row_op(OpId op) {
@@ -137,8 +145,9 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
       bool inputs_ok = true;
       for (const InputRef& r : op.inputs) {
         const int v = value_input(r);
-        if (v >= 0 && group_of[v] == open) {
-          // An in-group value used by a full-size op must be full or a keepdim row value.
+        if (v >= 0 && group_of[v] == open && !is_fill_scalar(p.ops[v])) {
+          // An in-group value used by a full-size op must be full or a keepdim row value
+          // (or a one-element fill, the same value everywhere).
           const Dims& vs = p.ops[v].meta.sizes;
           const Dims& out = is_row_op(op.op) ? full : op.meta.sizes;
           if (vs != g.shape &&
@@ -160,7 +169,9 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
           if (joins) g.reduced_dims = k;
         } else {
           const Dims& s = op.meta.sizes;
-          joins = s == g.shape ||
+          // A one-element fill (the 0 of `where(keep, x, 0.0)`) joins any group: its
+          // value is the kernel's scalar argument.
+          joins = s == g.shape || (is_fill_scalar(op) && !op.in_place) ||
                   (g.reduced_dims > 0 && (s == row_shape(g.shape, g.reduced_dims, true) ||
                                           s == row_shape(g.shape, g.reduced_dims, false)));
           if (joins && s != g.shape && op.in_place) joins = false;

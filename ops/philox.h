@@ -2,15 +2,17 @@
 // counter-based generator behind rand/randn. Element i of a random op with state
 // (seed, offset) uses counter (i_lo, i_hi, offset_lo, offset_hi) and key (seed_lo,
 // seed_hi), so every element is independent of every other and of the device: the
-// CPU and CUDA kernels produce bit-identical uniform integers.
+// CPU and CUDA kernels produce bit-identical uniform integers. The fused kernels call
+// the same rand_value / randn_value: NVRTC includes this header (embedded in libkiln;
+// it needs no standard library there) and the LLVM JIT links them as bitcode.
 #pragma once
 
+#if !defined(__CUDACC_RTC__)
 #include <cmath>
-#include <cstdint>
-
 #include <type_traits>
 
 #include "runtime/dtype.h"
+#endif
 #include "runtime/macros.h"
 
 namespace kiln::philox {
@@ -64,6 +66,7 @@ KILN_HD double rand_value(uint64_t seed, uint64_t offset, uint64_t index, int bi
   const uint64_t word = (static_cast<uint64_t>(r.x) << 32) | r.y;
   return static_cast<double>(word >> (64 - bits)) * (1.0 / static_cast<double>(1ull << bits));
 }
+#if !defined(__CUDACC_RTC__)
 template <class T>
 constexpr int uniform_bits() {
   if constexpr (sizeof(T) == 8)
@@ -75,6 +78,7 @@ constexpr int uniform_bits() {
   else
     return 11;
 }
+#endif
 KILN_HD double randn_value(uint64_t seed, uint64_t offset, uint64_t index) {
   Uint4 r = draw(seed, offset, index);
   double u1 = uniform_double(r.x, r.y);

@@ -131,8 +131,10 @@ class FusedCudaTrace final : public FusedTrace {
         std::vector<int64_t>& a = args[s];
         a.assign(static_cast<size_t>(k.layout.words()), 0);
         for (size_t o = 0; o < k.lowered.operands.size(); ++o)
-          a[o] = reinterpret_cast<int64_t>(
-              resolve(k.lowered.operands[o].source, externals, v).data_ptr());
+          a[o] = k.lowered.kernel.operands[o].index_only
+                     ? 0
+                     : reinterpret_cast<int64_t>(
+                           resolve(k.lowered.operands[o].source, externals, v).data_ptr());
         for (int d = 0; d < k.layout.rank; ++d)
           a[static_cast<size_t>(k.layout.shape_at() + d)] = k.lowered.shape[d];
         for (size_t o = 0; o < k.lowered.operands.size(); ++o)

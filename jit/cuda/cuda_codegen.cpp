@@ -24,6 +24,7 @@ ArgsLayout args_layout(const Kernel& kernel) {
 const std::string& cuda_prelude() {
   static const std::string text = R"(// kiln fused kernels (generated)
 #include "ops/pointwise_math.h"
+#include "ops/philox.h"
 template <int N> struct KilnArgs { long long v[N]; };
 template <class S> struct alignas(4 * sizeof(S)) KilnVec { S x[4]; };
 __device__ __forceinline__ unsigned short kiln_f2h(float f) {
@@ -247,6 +248,16 @@ class Emitter {
       case KOp::ReduceCount:
         e = "static_cast<double>(" + shape(l_.rank - 1) + ")";
         break;
+      case KOp::Random: {  // the eager kernels' draw (ops/philox.h)
+        const std::string seed = "static_cast<unsigned long long>(" + value(n.in[0]) + ")";
+        const std::string offset = "static_cast<unsigned long long>(" + value(n.in[1]) + ")";
+        const std::string index = "static_cast<unsigned long long>(" + index_(n.operand) + ")";
+        e = n.fn == OpId::Randn
+                ? "kiln::philox::randn_value(" + seed + ", " + offset + ", " + index + ")"
+                : "kiln::philox::rand_value(" + seed + ", " + offset + ", " + index + ", " +
+                      std::to_string(static_cast<int>(n.value)) + ")";
+        break;
+      }
       case KOp::Cast:
         e = convert(value(n.in[0]), k_.nodes[n.in[0]].dtype, n.dtype);
         break;
@@ -303,6 +314,10 @@ class Emitter {
         return k_.operands[o].inner == InnerStride::Contiguous ? "lv" + std::to_string(o) + ".x[e]"
                                                                : "p" + std::to_string(o) + "[0]";
       };
+      index_ = [&](int o) {
+        return k_.operands[o].inner == InnerStride::Contiguous ? std::string("(4 * q + e)")
+                                                               : std::string("0LL");
+      };
       memo_.clear();
       for (const KStore& s : k_.stores) {
         const std::string v = value(s.node);
@@ -356,6 +371,7 @@ class Emitter {
       }
     }
     element_ = [off](int o) { return "p" + std::to_string(o) + "[" + off[o] + "]"; };
+    index_ = [off](int o) { return "(" + off[o] + ")"; };
     memo_.clear();
     for (const KStore& s : k_.stores)
       line(element_(s.operand) + " = " + to_storage(k_.operands[s.operand].dtype, value(s.node)) +
@@ -419,6 +435,12 @@ class Emitter {
       close_cols_loop();
     }
     element_ = [=](int o) { return is_cached(o) ? "c" + std::to_string(o) + "[u]" : streamed(o); };
+    index_ = [=, this](int o) {  // an index-only operand: b<o> is its row's element offset
+      const KOperand& op = k_.operands[o];
+      const std::string b = "b" + std::to_string(o);
+      if (op.row_level || op.inner == InnerStride::Broadcast) return b;
+      return "(" + b + " + " + inner_offset(o, "j") + ")";
+    };
     const int stages = k_.stages();
     for (int s = 1; s <= stages; ++s) {
       std::vector<int> reds;
@@ -522,8 +544,10 @@ class Emitter {
       }
     }
     for (int o = 0; o < l_.operands; ++o)
-      line(stype(k_.operands[o].dtype) + "* b" + std::to_string(o) + " = p" + std::to_string(o) +
-           " + (" + base[o] + ");");
+      line(k_.operands[o].index_only
+               ? "const long long b" + std::to_string(o) + " = " + base[o] + ";"
+               : stype(k_.operands[o].dtype) + "* b" + std::to_string(o) + " = p" +
+                     std::to_string(o) + " + (" + base[o] + ");");
   }
 
   // blockDim.y > 1: warp mode (the host launches 32 x rows-per-block threads for rows of
@@ -571,6 +595,7 @@ class Emitter {
   int indent_ = 0;
   int next_ = 0;
   std::function<std::string(int)> element_;
+  std::function<std::string(int)> index_;  // an index-only operand's element index
   std::map<int, std::string> invariant_, row_, memo_;
 };
 

@@ -239,6 +239,9 @@ class Emitter {
       case KOp::ReduceCount:
         v = b_.CreateSIToFP(cols_, b_.getDoubleTy());
         break;
+      case KOp::Random:
+        v = random(n);
+        break;
       case KOp::Cast:
         v = convert(value(n.in[0]), k_.nodes[n.in[0]].dtype, n.dtype);
         break;
@@ -271,6 +274,34 @@ class Emitter {
     return b_.CreateGEP(stype(o.dtype), row_base_[operand], idx);
   }
 
+  // Element index of an index-only operand (a Random node's): its row offset plus j times
+  // its inner stride, the offset a load of it would use.
+  Value* element_index(int operand) {
+    const KOperand& o = k_.operands[operand];
+    if (o.row_level || o.inner == InnerStride::Broadcast) return row_off_[operand];
+    Value* idx =
+        o.inner == InnerStride::Contiguous ? j_ : b_.CreateMul(j_, strides_[operand][k_.rank - 1]);
+    return b_.CreateAdd(row_off_[operand], idx);
+  }
+
+  // rand / randn of a Random node: the eager kernels' draw, linked from the bitcode.
+  Value* random(const KNode& n) {
+    Type* i64 = b_.getInt64Ty();
+    Value* seed = value(n.in[0]);
+    Value* offset = value(n.in[1]);
+    Value* index = element_index(n.operand);
+    if (n.fn == OpId::Randn) {
+      llvm::FunctionCallee f =
+          m_.getOrInsertFunction("kiln_fn_philox_randn",
+                                 llvm::FunctionType::get(b_.getDoubleTy(), {i64, i64, i64}, false));
+      return b_.CreateCall(f, {seed, offset, index});
+    }
+    llvm::FunctionCallee f = m_.getOrInsertFunction(
+        "kiln_fn_philox_rand",
+        llvm::FunctionType::get(b_.getDoubleTy(), {i64, i64, i64, b_.getInt32Ty()}, false));
+    return b_.CreateCall(f, {seed, offset, index, b_.getInt32(static_cast<uint32_t>(n.value))});
+  }
+
   // Row bases: each operand's pointer at (row, 0), from the row index over the outer dims.
   void compute_row_bases(Value* row) {
     row_base_.assign(k_.operands.size(), nullptr);
@@ -283,7 +314,9 @@ class Emitter {
         off[o] = b_.CreateAdd(off[o], b_.CreateMul(idx, strides_[o][d]));
     }
     for (size_t o = 0; o < k_.operands.size(); ++o)
-      row_base_[o] = b_.CreateGEP(stype(k_.operands[o].dtype), base_[o], off[o]);
+      if (!k_.operands[o].index_only)
+        row_base_[o] = b_.CreateGEP(stype(k_.operands[o].dtype), base_[o], off[o]);
+    row_off_ = std::move(off);
   }
 
   // A counted loop [lo, hi) with loop-carried values; body gets j and the carried values
@@ -483,6 +516,7 @@ class Emitter {
   IRBuilder<> b_;
   Function* fn_ = nullptr;
   std::vector<Value*> base_, shape_, row_base_;
+  std::vector<Value*> row_off_;  // each operand's element offset at (row, 0)
   std::vector<std::vector<Value*>> strides_;
   Value* scalars_ = nullptr;
   Value* cols_ = nullptr;

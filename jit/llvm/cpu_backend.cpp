@@ -61,7 +61,9 @@ class FusedCpuTrace final : public FusedTrace {
       void** p = nops > 64 ? ptr_heap.data() : ptr_buf;
       int64_t* scp = nsc > 32 ? sc_heap.data() : sc_buf;
       for (size_t o = 0; o < nops; ++o)
-        p[o] = resolve(k.lowered.operands[o].source, externals, v).data_ptr();
+        p[o] = k.lowered.kernel.operands[o].index_only
+                   ? nullptr
+                   : resolve(k.lowered.operands[o].source, externals, v).data_ptr();
       scalar_payloads(k.lowered.scalar_slots, k.lowered.kernel.scalar_is_float, scalars, scp);
       const int64_t* shape = k.lowered.shape.data();
       const int64_t* strides = k.strides.data();

@@ -46,6 +46,25 @@ struct Builder {
     n.level = level;
     return k.add(n);
   }
+  // rand (bits > 0) or randn (bits == 0) at the element index of a new index-only operand.
+  int32_t random(InnerStride inner, int bits, int32_t seed, int32_t offset,
+                 Level level = Level::Full) {
+    KOperand o;
+    o.dtype = DType::Float32;
+    o.inner = inner;
+    o.index_only = true;
+    k.operands.push_back(o);
+    KNode n;
+    n.op = KOp::Random;
+    n.fn = bits > 0 ? kiln::OpId::Rand : kiln::OpId::Randn;
+    n.value = bits;
+    n.dtype = DType::Float64;
+    n.level = level;
+    n.in[0] = seed;
+    n.in[1] = offset;
+    n.operand = static_cast<int32_t>(k.operands.size()) - 1;
+    return k.add(n);
+  }
   int32_t scalar(int slot, DType d) {
     KNode n;
     n.op = KOp::Scalar;
@@ -93,6 +112,11 @@ Kernel every_op(DType storage, InnerStride inner, int rank) {
     const int32_t v = b.math(op, compare ? DType::Bool : f, x, y);
     acc = b.math(OpId::Add, f, acc, compare ? b.node(KOp::Cast, f, v) : v);
   }
+  const int32_t seed = b.scalar(1, DType::Int64);
+  for (int bits : {24, 0}) {
+    const int32_t r = b.node(KOp::Cast, f, b.random(inner, bits, seed, seed));
+    acc = b.math(OpId::Add, f, acc, r);
+  }
   const int32_t gt = b.math(OpId::Gt, DType::Bool, x, y);
   acc = b.node(KOp::Where, f, gt, acc, y);
   const int32_t n = b.node(KOp::Cast, DType::Int64, acc);
@@ -124,7 +148,15 @@ Kernel row_kernel(DType storage) {
       b.math(kiln::OpId::Div, DType::Float64, sum,
              b.node(KOp::ReduceCount, DType::Float64, -1, -1, -1, Level::Row), Level::Row);
   const int32_t inv = b.node(KOp::Cast, f, mean, -1, -1, Level::Row);
-  b.store(b.math(kiln::OpId::Mul, f, e, inv), b.operand(storage, InnerStride::Contiguous, true));
+  b.k.scalar_is_float = {0};
+  const int32_t seed = b.scalar(0, DType::Int64);
+  const int32_t keep =
+      b.math(kiln::OpId::Ge, DType::Bool, b.random(InnerStride::Contiguous, 24, seed, seed),
+             b.node(KOp::Const, DType::Float64, -1, -1, -1, Level::Invariant));
+  const int32_t row_draw = b.random(InnerStride::Broadcast, 53, seed, seed, Level::Row);
+  const int32_t y = b.node(KOp::Where, f, keep, b.math(kiln::OpId::Mul, f, e, inv),
+                           b.node(KOp::Cast, f, row_draw));
+  b.store(y, b.operand(storage, InnerStride::Contiguous, true));
   b.store(inv, b.operand(storage, InnerStride::Contiguous, true, true));
   const int32_t imin =
       b.node(KOp::ReduceMin, DType::Int64, b.node(KOp::Cast, DType::Int64, x), -1, -1, Level::Row);
@@ -155,8 +187,8 @@ TEST(CudaCodegen, EveryOpDtypeAndKernelKindCompilesWithNvrtc) {
 TEST(CudaCodegen, ArgumentLayoutIsOneWordPerPointerSizeStrideScalarAndTheWork) {
   const Kernel k = every_op(DType::Float32, InnerStride::Strided, 3);
   const cuda_backend::ArgsLayout l = cuda_backend::args_layout(k);
-  EXPECT_EQ(l.operands, 6);
-  EXPECT_EQ(l.words(), 6 + 3 + 6 * 3 + 2 + 1);
+  EXPECT_EQ(l.operands, 8);  // 6 tensors and the 2 index-only operands of rand and randn
+  EXPECT_EQ(l.words(), 8 + 3 + 8 * 3 + 2 + 1);
   EXPECT_NE(
       cuda_backend::emit_cuda_kernel(k, "f").find("KilnArgs<" + std::to_string(l.words()) + ">"),
       std::string::npos);

@@ -629,6 +629,38 @@ TEST_F(JitCuda, NewBatchAddressEveryStepKeepsTheGraph) {
   EXPECT_LE(recaptures, 1) << r.table();
 }
 
+// Dropout inside a CUDA trace: rand is fused (KOp::Random), its seed and offset are
+// kernel arguments patched per replay, so the graph is never re-captured, and every
+// replay draws what eager CUDA and eager CPU draw from the same generator state.
+TEST_F(JitCuda, DropoutFusedGraphKeptAndDrawsAsEager) {
+  const Host xh = random_host({64, 300}, kF32);
+  const Tensor xg = make(xh, kF32, gpu()), xc = make(xh, kF32);
+  auto f = [](const Tensor& x) {
+    const Tensor keep =
+        kiln::ge(kiln::rand(x.sizes(), kiln::TensorOptions(x.dtype(), x.device())), 0.25);
+    return kiln::where(keep, kiln::tanh(x) * (1.0 / 0.75), 0.0) +
+           kiln::randn(x.sizes(), kiln::TensorOptions(x.dtype(), x.device())) * 0.01;
+  };
+  for (int c = 0; c < 8; ++c) {
+    SCOPED_TRACE("call " + std::to_string(c));
+    kiln::manual_seed(40 + static_cast<uint64_t>(c));
+    Tensor y;
+    {
+      tr::Region region;
+      y = f(xg);
+    }
+    kiln::manual_seed(40 + static_cast<uint64_t>(c));
+    const Tensor yg = eager([&] { return f(xg); });
+    kiln::manual_seed(40 + static_cast<uint64_t>(c));
+    const Tensor yc = eager([&] { return f(xc); });
+    expect_same(y, yg, yc, Tol{2e-6, 2e-6});
+  }
+  const tr::ExplainReport r = tr::explain();
+  EXPECT_EQ(expect_cuda_traces(1), 1) << r.table();
+  ASSERT_FALSE(r.traces.empty());
+  EXPECT_EQ(note_count(r.traces[0], " re-capture(s)"), 0) << r.table();
+}
+
 TEST_F(JitCuda, BatchSizeChangeAfterCompiling) {
   const Host bh = random_host({96}, kF32);
   const Tensor bg = make(bh, kF32, gpu()), bc = make(bh, kF32);

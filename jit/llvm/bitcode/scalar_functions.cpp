@@ -7,6 +7,7 @@
 // intrinsics the loop vectorizer maps to libmvec; -ffp-contract=off, so no multiply-add
 // is fused (the eager kernels' rounding); -fwrapv, so integer overflow wraps as the
 // hand-written IR did.
+#include "ops/philox.h"
 #include "ops/pointwise_math.h"
 
 namespace {
@@ -60,3 +61,11 @@ namespace pm = kiln::pm;
 // gelu's tanh form (attrs.approximate_tanh), which has no row of its own.
 extern "C" float kiln_fn_gelu_tanh_f32(float x) { return pm::GeluTanh{}(x); }
 extern "C" double kiln_fn_gelu_tanh_f64(double x) { return pm::GeluTanh{}(x); }
+
+// rand / randn of the Random family: the draw the eager kernels make (ops/philox.h).
+extern "C" double kiln_fn_philox_rand(uint64_t seed, uint64_t offset, uint64_t index, int bits) {
+  return kiln::philox::rand_value(seed, offset, index, bits);
+}
+extern "C" double kiln_fn_philox_randn(uint64_t seed, uint64_t offset, uint64_t index) {
+  return kiln::philox::randn_value(seed, offset, index);
+}
