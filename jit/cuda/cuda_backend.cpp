@@ -113,8 +113,7 @@ class FusedCudaTrace final : public FusedTrace {
         }
         v[i] = library_output(i, externals, v);
         if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
-        if (!program_.ops[i].in_place)  // an in-place call reads and writes its target
-          stage_moving_inputs(static_cast<int>(s), calls[s], stage_copies);
+        stage_moving_inputs(static_cast<int>(s), calls[s], v[i], stage_copies);
         CallSignature& sig = signature[s];
         for (const Tensor& t : calls[s].inputs) {
           sig.pointers.push_back(t.defined() ? t.data_ptr() : nullptr);
@@ -293,10 +292,14 @@ class FusedCudaTrace final : public FusedTrace {
     return last + 1;
   }
 
-  void stage_moving_inputs(int s, OpCall& call, std::map<int, std::vector<StageCopy>>& out) const {
+  void stage_moving_inputs(int s, OpCall& call, const Tensor& result,
+                           std::map<int, std::vector<StageCopy>>& out) const {
     for (size_t j = 0; j < call.inputs.size(); ++j) {
       Tensor& t = call.inputs[j];
-      if (!t.defined() || t.numel() == 0) continue;
+      // Only this device's tensors are copied on its stream; an in-place call's target
+      // (or a view of it) is read and written where it is.
+      if (!t.defined() || t.numel() == 0 || t.device() != device_) continue;
+      if (result.defined() && t.storage() == result.storage()) continue;
       const int64_t span = span_of(t);
       // A copy of the span must not cost much more than the view itself.
       const bool stageable = span > 0 && span <= 2 * t.numel() + 64;

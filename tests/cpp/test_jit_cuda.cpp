@@ -594,8 +594,10 @@ TEST_F(JitCuda, NewBatchAddressEveryStepKeepsTheGraph) {
   const Tensor wg = make(wh, kF32, gpu()), pg = make(ph, kF32, gpu());
   const Tensor wc = make(wh, kF32), pc = make(ph, kF32);
   auto step = [](const Tensor& w, const Tensor& p, const Tensor& idx, const Tensor& x) {
-    Tensor e = kiln::embedding(w, idx);             // a library call on the moving index
-    Tensor h = kiln::matmul(kiln::tanh(e) + x, p);  // a matmul fed by the moving batch too
+    // The index arrives on the host (a new tensor each call) and moves to the GPU inside
+    // the trace: a library call reading a host tensor, never staged.
+    Tensor e = kiln::embedding(w, idx.to(w.device()));  // a library call on the moving index
+    Tensor h = kiln::matmul(kiln::tanh(e) + x, p);      // a matmul fed by the moving batch too
     return kiln::softmax(kiln::matmul(x, p) * 0.5 + h, -1);
   };
   Range ids;
@@ -607,7 +609,7 @@ TEST_F(JitCuda, NewBatchAddressEveryStepKeepsTheGraph) {
     const Host ih = random_host({tokens}, DType::Int64, ids),
                xh = random_host({tokens, width}, kF32);
     // New addresses every call; the batch arrives as a strided (transposed) view.
-    const Tensor ig = make(ih, DType::Int64, gpu());
+    const Tensor ig = make(ih, DType::Int64);
     const Tensor xg = make(xh, kF32, Layout::Transposed, gpu());
     Tensor y;
     {
