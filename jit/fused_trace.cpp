@@ -16,7 +16,7 @@ FusedTrace::FusedTrace(tracer::TraceProgram program, FusionPlan plan, MemoryPlan
   const int n = static_cast<int>(program_.ops.size());
   user_safe_.assign(n, 0);
   for (int i = 0; i < n; ++i) {
-    if (plan_.canonical[i] != i || !plan_.materialized[i]) continue;
+    if (plan_.canonical[i] != i || !plan_.stored[i]) continue;
     const TraceOp& op = program_.ops[i];
     const InputRef* base = op.in_place                               ? &op.target
                            : op_info(op.op).family == OpFamily::View ? &op.inputs[0]

@@ -57,7 +57,7 @@ std::string FusionPlan::str(const TraceProgram& p) const {
       out += ":";
       for (int op : s.group.ops) {
         out += " v" + std::to_string(op) + "=" + p.ops[op].str();
-        if (materialized[op]) out += escapes[op] ? "[out]" : "[arena]";
+        if (stored[op]) out += escapes[op] ? "[out]" : "[arena]";
       }
     } else {
       out += std::string(s.kind == Step::Kind::View ? "view " : "library ") + "v" +

@@ -1,6 +1,6 @@
 // FusionPlan: what a compiled trace runs, in order: view steps, library steps (BLAS, the
 // eager kernels) and fused kernel groups, with what is stored and what escapes to the
-// user. The passes of jit/pipeline.h fill it in (CSE, DCE, grouping, materialization,
+// user. The passes of jit/pipeline.h fill it in (CSE, DCE, grouping, storing,
 // the target's epilogue fold); jit/lower.h and the backends read it.
 #pragma once
 
@@ -33,7 +33,7 @@ struct FusionOptions {
   std::function<bool(const tracer::TraceProgram& program, int op)> can_fuse;
   int64_t max_single_row = 1 << 16;  // a reduction to one row of more cols stays a library call
   // The target's epilogue pass (CUDA: act(a @ b + bias) into one GEMM step), run on the
-  // materialized plan; empty when the target has none.
+  // plan once `store` has run; empty when the target has none.
   std::function<void(const tracer::TraceProgram& program, FusionPlan& plan)> fold_epilogues;
   PassSet disabled;  // passes switched off (KILN_JIT_DISABLE, or failed for this trace)
 };
@@ -41,10 +41,10 @@ struct FusionOptions {
 struct FusionPlan {
   std::vector<int> canonical;  // per op: itself, the op CSE merged it into, or -1 (dead)
   std::vector<Step> steps;
-  std::vector<uint8_t> materialized;  // per op: a tensor holds its value during the run
-  std::vector<uint8_t> escapes;       // per op: allocated fresh each run
-  std::vector<int> step_of;           // per op: the step computing it (-1: dead)
-  std::vector<std::string> notes;     // what stayed unfused and why
+  std::vector<uint8_t> stored;     // per op: a tensor holds its value during the run
+  std::vector<uint8_t> escapes;    // per op: allocated fresh each run
+  std::vector<int> step_of;        // per op: the step computing it (-1: dead)
+  std::vector<std::string> notes;  // what stayed unfused and why
   int dead = 0, merged = 0;
 
   int kernel_count() const;

@@ -37,7 +37,7 @@ class Lowerer {
     out_.kernel.kind = g_.reduced_dims ? Kernel::Kind::Row : Kernel::Kind::Pointwise;
     for (int i : g_.ops) lower_op(i);
     for (int i : g_.ops) {
-      if (!plan_.materialized[i]) continue;
+      if (!plan_.stored[i]) continue;
       const TraceOp& op = p_.ops[i];
       int32_t operand;
       if (op.in_place) {

@@ -50,7 +50,7 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
   std::vector<Block> blocks;
   std::vector<int> order;
   for (int i = 0; i < n; ++i) {
-    if (plan.canonical[i] != i || !plan.materialized[i] || plan.escapes[i] || root[i] != i ||
+    if (plan.canonical[i] != i || !plan.stored[i] || plan.escapes[i] || root[i] != i ||
         p.ops[i].in_place)
       continue;
     // An op whose value escapes through a view keeps its own fresh tensor (escapes set).

@@ -1,4 +1,4 @@
-// MemoryPlan: where a compiled trace's intermediates live. Values that are materialized
+// MemoryPlan: where a compiled trace's intermediates live. Values that are stored (plan.stored)
 // but never reach the user get a slice of one arena owned by the plan and reused on every
 // run; two values share bytes only if their lifetimes (from the step that writes one to
 // the last step that reads it or any view of it) do not overlap. Values the user may hold

@@ -5,8 +5,7 @@
 namespace kiln::jit {
 namespace {
 
-constexpr const char* kNames[kPassCount] = {"cse",         "dce",      "fuse",
-                                            "materialize", "epilogue", "simplify"};
+constexpr const char* kNames[kPassCount] = {"cse", "dce", "fuse", "store", "epilogue", "simplify"};
 
 }  // namespace
 
@@ -24,11 +23,11 @@ PassSet parse_pass_names(const std::vector<std::string>& names) {
   for (const std::string& name : names) {
     int found = -1;
     for (int i = 0; i < kPassCount; ++i)
-      if (name == kNames[i] && static_cast<Pass>(i) != Pass::Materialize) found = i;
+      if (name == kNames[i] && static_cast<Pass>(i) != Pass::Store) found = i;
     if (found < 0)
       throw ValueError("[KILN_JIT_DISABLE] " +
-                       std::string(name == "materialize"
-                                       ? "pass 'materialize' cannot be switched off"
+                       std::string(name == pass_name(Pass::Store)
+                                       ? "pass 'store' cannot be switched off"
                                        : "unknown pass '" + name + "'") +
                        " (expected a comma list of cse, dce, fuse, epilogue, simplify)");
     set.add(static_cast<Pass>(found));

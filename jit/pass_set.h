@@ -1,6 +1,6 @@
 // The JIT's named passes (jit/pipeline.h runs them in order) and a set of them: the
 // passes KILN_JIT_DISABLE switches off for bisecting, plus a target pass that failed for
-// one trace. `materialize` is named too but cannot be switched off (the replay needs to
+// one trace. `store` is named too but cannot be switched off (the replay needs to
 // know which values exist); parse_pass_names refuses it like an unknown name.
 #pragma once
 
@@ -10,10 +10,10 @@
 
 namespace kiln::jit {
 
-enum class Pass : uint8_t { Cse, Dce, Fuse, Materialize, Epilogue, Simplify };
+enum class Pass : uint8_t { Cse, Dce, Fuse, Store, Epilogue, Simplify };
 inline constexpr int kPassCount = 6;
 
-// "cse", "dce", "fuse", "materialize", "epilogue", "simplify".
+// "cse", "dce", "fuse", "store", "epilogue", "simplify".
 const char* pass_name(Pass pass);
 
 class PassSet {

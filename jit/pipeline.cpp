@@ -28,7 +28,7 @@ constexpr PlanPass kPlanPasses[] = {
     {Pass::Cse, eliminate_common_subexpressions, nullptr},
     {Pass::Dce, eliminate_dead_code, nullptr},
     {Pass::Fuse, group_into_kernels, one_kernel_per_op},
-    {Pass::Materialize, mark_materialized, nullptr},
+    {Pass::Store, mark_stored, nullptr},
     {Pass::Epilogue, fold_epilogues, nullptr},
 };
 

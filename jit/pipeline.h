@@ -3,7 +3,7 @@
 //   cse          ops equal to an earlier one read its value        (jit/plan_passes.h)
 //   dce          what nobody holds, reads or writes in place goes  (jit/plan_passes.h)
 //   fuse         kernel groups; off: one kernel per fusible op      (jit/plan_passes.h)
-//   materialize  which values are stored, which escape to the user (jit/plan_passes.h)
+//   store        which values are stored, which escape to the user (jit/plan_passes.h)
 //   epilogue     the target's fold of act(a @ b + bias) into one GEMM step (CUDA:
 //                jit/cuda/matmul_epilogue.h); FusionOptions::fold_epilogues
 //   -- then per kernel group, by the compile driver (jit/compile_driver.h):
@@ -12,7 +12,8 @@
 //   codegen, compile, instantiate: the backend's (jit/llvm/, jit/cuda/)
 //
 // KILN_JIT_DISABLE=fuse,cse,... switches passes off for bisecting a wrong result or a
-// slowdown: cse, dce, fuse, epilogue and simplify can be, materialize and the rest cannot.
+// slowdown: cse, dce, fuse, epilogue and simplify can be, store and the rest cannot
+// (`store` is refused with that reason, like an unknown name).
 #pragma once
 
 #include "jit/fusion.h"

@@ -208,7 +208,7 @@ FusionPlan unplanned(const TraceProgram& p) {
   plan.canonical.resize(n);
   for (int i = 0; i < n; ++i) plan.canonical[i] = i;
   plan.step_of.assign(n, -1);
-  plan.materialized.assign(n, 0);
+  plan.stored.assign(n, 0);
   plan.escapes.assign(n, 0);
   return plan;
 }
@@ -279,7 +279,7 @@ void one_kernel_per_op(const TraceProgram& p, const FusionOptions& options, Fusi
   make_steps(p, options, plan, false);
 }
 
-void mark_materialized(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) {
+void mark_stored(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) {
   const int n = static_cast<int>(p.ops.size());
   auto live = [&](int i) { return is_live(p, i); };
   auto value_input = [&](const InputRef& r) {
@@ -291,26 +291,26 @@ void mark_materialized(const TraceProgram& p, const FusionOptions&, FusionPlan& 
     if (plan.canonical[i] == i && plan.step_of[i] >= 0 &&
         plan.steps[plan.step_of[i]].kind == Step::Kind::Kernel)
       group_of[i] = plan.step_of[i];
-  plan.materialized.assign(n, 0);
+  plan.stored.assign(n, 0);
   plan.escapes.assign(n, 0);
   for (int i = 0; i < n; ++i) {
     if (plan.canonical[i] != i) continue;
     const TraceOp& op = p.ops[i];
-    if (group_of[i] < 0 || op.in_place || live(i)) plan.materialized[i] = 1;
+    if (group_of[i] < 0 || op.in_place || live(i)) plan.stored[i] = 1;
     auto mark_read = [&](const InputRef& r) {
       const int v = value_input(r);
-      if (v >= 0 && group_of[v] != group_of[i]) plan.materialized[v] = 1;
-      if (v >= 0 && group_of[v] < 0) plan.materialized[v] = 1;
+      if (v >= 0 && group_of[v] != group_of[i]) plan.stored[v] = 1;
+      if (v >= 0 && group_of[v] < 0) plan.stored[v] = 1;
     };
     for (const InputRef& r : op.inputs) mark_read(r);
     if (op.in_place) mark_read(op.target);
   }
   for (int j = 0; j < n; ++j)
     if (plan.canonical[j] >= 0 && plan.canonical[j] != j && live(j))
-      plan.materialized[plan.canonical[j]] = 1;
+      plan.stored[plan.canonical[j]] = 1;
   // Escapes: held by the user (or a view of it is), never in the arena.
   for (int i = n - 1; i >= 0; --i) {
-    if (plan.canonical[i] != i || !plan.materialized[i]) continue;
+    if (plan.canonical[i] != i || !plan.stored[i]) continue;
     const TraceOp& op = p.ops[i];
     if (op.in_place) continue;  // written into its target
     if (live(i)) plan.escapes[i] = 1;

@@ -41,11 +41,11 @@ void group_into_kernels(const tracer::TraceProgram& program, const FusionOptions
 void one_kernel_per_op(const tracer::TraceProgram& program, const FusionOptions& options,
                        FusionPlan& plan);
 
-// materialize: plan.materialized and plan.escapes. A value exists as a tensor if it
+// store: plan.stored and plan.escapes. A value exists as a tensor if it
 // leaves its group (read by a later step, held by the user, written in place, computed by
 // a library or view step); it escapes (a fresh allocation per run) if the user holds it
 // or a view of it, else it lives in the plan's arena.
-void mark_materialized(const tracer::TraceProgram& program, const FusionOptions& options,
-                       FusionPlan& plan);
+void mark_stored(const tracer::TraceProgram& program, const FusionOptions& options,
+                 FusionPlan& plan);
 
 }  // namespace kiln::jit

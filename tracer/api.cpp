@@ -8,12 +8,12 @@ ExplainReport explain() { return Tracer::current().explain(); }
 void reset() { Tracer::current().reset(); }
 void flush() { Tracer::current().flush(); }
 void sync(const BreakCause& cause, const SourceSite& site) {
-  Tracer::current().on_sync(cause, current_site(site));
+  Tracer::current().on_sync(cause, site);
 }
 
 Region::Region(RegionOptions options, std::source_location loc)
     : uncaught_(std::uncaught_exceptions()) {
-  Tracer::current().region_enter(options, current_site(SourceSite::from(loc)));
+  Tracer::current().region_enter(options, capture_site(SourceSite::from(loc)));
 }
 
 Region::~Region() noexcept(false) {

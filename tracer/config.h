@@ -10,7 +10,8 @@
 //                           least recently used traces dropped beyond it (default 65536)
 //   KILN_JIT=0              compiled traces run through the interpreter (no fused kernels)
 //   KILN_JIT_DISABLE=a,b    JIT passes switched off for bisecting: cse, dce, fuse, epilogue,
-//                           simplify (checked by jit/pipeline.h when a trace compiles)
+//                           simplify; `store` cannot be (checked by jit/pipeline.h when a
+//                           trace compiles)
 //   KILN_VERIFY=1           run each replay eagerly too and raise on a mismatch
 //   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf (or all)
 //   KILN_LOGFILE=path       where log lines go (default stderr)

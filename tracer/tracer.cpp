@@ -19,7 +19,7 @@ DispatchHook* make_hook() { return &Tracer::current(); }
 void flush_hook() { Tracer::current().flush(); }
 // The runtime's host reads (item(), printing, to_vector()): `what` is the detail.
 void sync_hook(const char* what, const SourceSite& site) {
-  Tracer::current().on_sync(BreakCause{BreakReason::HostRead, what}, current_site(site));
+  Tracer::current().on_sync(BreakCause{BreakReason::HostRead, what}, site);
 }
 
 struct Registration {
@@ -57,7 +57,7 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
                     Tensor* result) {
   if (call.op == OpId::ToDevice && meta.device.is_cpu() && !call.inputs[0].device().is_cpu()) {
     on_sync(BreakCause{BreakReason::CopyToHost, "a copy to the host (.cpu() / .to(\"cpu\"))"},
-            current_site());
+            SourceSite{});
     return false;  // runs eagerly, outside any trace
   }
   if (walk_.mode == WalkMode::EagerSingle) {
@@ -243,9 +243,10 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   evict_least_recent(tree_, statistics_);
 }
 
-void Tracer::on_sync(const BreakCause& cause, const UserSite& site) {
+void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
   check_break_cause(cause, BreakPhase::Sync);
   if (!walk_.active() || walk_.in_boundary) return;
+  const UserSite site = current_site(fallback);
   // A walk anchored at a head found mid-walk ran into a host read: a false loop head.
   if (walk_.anchor->head_key != 0) {
     HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
@@ -270,7 +271,7 @@ void Tracer::flush() {
   lazy::tls_pending = false;
 }
 
-void Tracer::region_enter(const RegionOptions& options, const UserSite& site) {
+void Tracer::region_enter(const RegionOptions& options, const CapturedSite& site) {
   end_walk(Boundary::Region, nullptr, {});
   regions_.push_back(options);
   region_sites_.push_back(site);
@@ -291,7 +292,8 @@ void Tracer::region_exit(bool by_exception) {
   if (by_exception) {
     const BreakCause cause{BreakReason::UserException, ""};
     check_break_cause(cause, BreakPhase::Record);
-    end_walk(Boundary::Abort, &cause, region_sites_.empty() ? UserSite{} : region_sites_.back());
+    end_walk(Boundary::Abort, &cause,
+             region_sites_.empty() ? UserSite{} : region_sites_.back().describe());
   } else {
     end_walk(Boundary::Region, nullptr, {});
   }

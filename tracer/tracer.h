@@ -46,11 +46,12 @@ class Tracer final : public DispatchHook {
   bool on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) override;
 
   // A host read or memory export (a Sync reason): ends the current trace, a graph break
-  // at site; inside a fullgraph region, raises GraphBreakError.
-  void on_sync(const BreakCause& cause, const UserSite& site);
+  // at the current site (current_site(fallback), described only when a trace ends);
+  // inside a fullgraph region, raises GraphBreakError.
+  void on_sync(const BreakCause& cause, const SourceSite& fallback);
   // Runs pending lazy work without ending the trace (a side exit).
   void flush();
-  void region_enter(const RegionOptions& options, const UserSite& site);
+  void region_enter(const RegionOptions& options, const CapturedSite& site);
   void region_exit(bool by_exception);
   void set_enabled(bool on);
   bool enabled() const { return enabled_; }
@@ -88,7 +89,7 @@ class Tracer final : public DispatchHook {
 
   bool enabled_;
   std::vector<RegionOptions> regions_;
-  std::vector<UserSite> region_sites_;
+  std::vector<CapturedSite> region_sites_;  // described only if a region aborts
   TraceTree tree_;
   Walk walk_;
   TraceStatistics statistics_;

@@ -73,9 +73,11 @@ SiteId current_op_site() {
   return tls_scope_site;
 }
 
-UserSite current_site(const SourceSite& fallback) {
+namespace {
+
+// current_site without the provider: the SiteScopes, else the fallback.
+UserSite cpp_site(const SourceSite& fallback) {
   UserSite site;
-  if (g_provider.describe && g_provider.describe(&site)) return site;
   if (!tls_scopes.empty()) {
     for (const std::source_location& loc : tls_scopes)
       site.key.push_back(SiteFrame{loc.file_name(), function_name(loc.function_name()),
@@ -99,6 +101,28 @@ UserSite current_site(const SourceSite& fallback) {
     site.column = fallback.column;
     site.function = function_name(fallback.function);
   }
+  return site;
+}
+
+}  // namespace
+
+UserSite current_site(const SourceSite& fallback) {
+  if (g_provider.capture && g_provider.describe) {
+    UserSite site;
+    const SiteId id = g_provider.capture();
+    if (id != 0 && g_provider.describe(id, &site)) return site;
+  }
+  return cpp_site(fallback);
+}
+
+CapturedSite capture_site(const SourceSite& fallback) {
+  const SiteId id = g_provider.capture && g_provider.describe ? g_provider.capture() : 0;
+  return CapturedSite{id, cpp_site(fallback)};
+}
+
+UserSite CapturedSite::describe() const {
+  UserSite described;
+  if (id != 0 && g_provider.describe && g_provider.describe(id, &described)) return described;
   return site;
 }
 

@@ -53,12 +53,14 @@ struct UserSite {
   }
 };
 
-// What the bindings install: op_site is called per op (it must be cheap), describe when
-// the tracer needs the words (a new anchor, a graph break). Both answer 0/false when they
-// do not know.
+// What the bindings install. op_site is called per op (it must be cheap). capture
+// returns the same id and keeps what describe needs, so that describe can give the
+// site's words after its frames are gone (first time per site: then remembered). All
+// answer 0/false when they do not know.
 struct SiteProvider {
   SiteId (*op_site)() = nullptr;
-  bool (*describe)(UserSite* site) = nullptr;
+  SiteId (*capture)() = nullptr;
+  bool (*describe)(SiteId id, UserSite* site) = nullptr;
 };
 void set_site_provider(SiteProvider provider);
 
@@ -68,6 +70,15 @@ SiteId current_op_site();
 // The user's location: the provider's answer (Python), else the innermost SiteScope,
 // else the C++ fallback.
 UserSite current_site(const SourceSite& fallback = {});
+
+// A site taken now and described only if a report needs it (a region's entry, in case
+// its trace aborts): with a provider, just its id (cheap); else described at once.
+struct CapturedSite {
+  SiteId id = 0;
+  UserSite site;
+  UserSite describe() const;
+};
+CapturedSite capture_site(const SourceSite& fallback = {});
 
 // C++: marks the ops issued in its lifetime with its place (file, line, column,
 // function); nested scopes combine, like a helper's frames under the user's. Without a

@@ -125,7 +125,7 @@ class FusedCudaTrace final : public FusedTrace {
       } else {
         const CudaKernel& k = *kernels_[s];
         for (int i : step.group.ops)
-          if (plan_.materialized[i]) v[i] = output_for(i, externals, v);
+          if (plan_.stored[i]) v[i] = output_for(i, externals, v);
         if (k.lowered.work == 0) continue;
         std::vector<int64_t>& a = args[s];
         a.assign(static_cast<size_t>(k.layout.words()), 0);

@@ -101,9 +101,9 @@ std::map<int, FoldedMatmul> fold_matmul_epilogues(const TraceProgram& p, FusionP
                              [&](int i) { return i == f.add || i == f.activation; }),
               ops.end());
     step.op = out;
-    plan.materialized[m] = 0;
-    plan.materialized[j] = out == j;
-    plan.materialized[out] = 1;
+    plan.stored[m] = 0;
+    plan.stored[j] = out == j;
+    plan.stored[out] = 1;
     plan.notes.push_back(std::string("matmul v") + std::to_string(m) + " + bias" +
                          (f.activation >= 0 ? std::string(" + ") + op_name(p.ops[out].op) : "") +
                          ": one cuBLASLt GEMM with the " + epilogue_name(f.epilogue) + " epilogue");

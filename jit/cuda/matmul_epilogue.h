@@ -1,5 +1,5 @@
-// The `epilogue` pass (jit/pipeline.h) of the CUDA target, run last on the materialized
-// plan: `act(a @ b + bias)` into one library step (a cuBLASLt GEMM with an epilogue,
+// The `epilogue` pass (jit/pipeline.h) of the CUDA target, run last, on the plan once
+// `store` has run: `act(a @ b + bias)` into one library step (a cuBLASLt GEMM with an epilogue,
 // jit/cuda/cublaslt_matmul.h). The fusion plan leaves a matmul as a library step and its
 // `+ bias` (and relu / tanh-GELU) at the head of the next kernel group; when the matmul
 // and the add each have that one reader, a and b are 2-D, row-major contiguous and of

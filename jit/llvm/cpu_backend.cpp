@@ -50,7 +50,7 @@ class FusedCpuTrace final : public FusedTrace {
       }
       const CompiledKernel& k = *kernels_[s];
       for (int i : step.group.ops)
-        if (plan_.materialized[i]) v[i] = output_for(i, externals, v);
+        if (plan_.stored[i]) v[i] = output_for(i, externals, v);
       if (k.lowered.work == 0) continue;
       // Small traces (nearly all) keep their arguments on the stack.
       const size_t nops = k.lowered.operands.size(), nsc = k.lowered.scalar_slots.size();

@@ -48,7 +48,7 @@ std::string scalar_function_name(OpId fn, bool approximate, DType operand) {
 }
 
 void link_scalar_functions(llvm::Module& module) {
-  // Read lazily: the linker materializes only the functions this module calls.
+  // Read lazily: the linker loads only the functions this module calls.
   llvm::Expected<std::unique_ptr<llvm::Module>> lib =
       llvm::getLazyBitcodeModule(bitcode(), module.getContext());
   if (!lib)

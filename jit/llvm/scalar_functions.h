@@ -6,7 +6,7 @@
 //
 // The code generator calls scalar_function_name(...) by name; link_scalar_functions then
 // links the functions a kernel module calls into it (the bitcode is read lazily: only
-// those are materialized), gives them internal linkage and alwaysinline, so the O3
+// those are loaded), gives them internal linkage and alwaysinline, so the O3
 // pipeline inlines and vectorizes them like hand-written IR.
 #pragma once
 

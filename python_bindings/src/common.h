@@ -9,7 +9,8 @@
 //   ops.cpp           module-level op functions; unary/binary ones generated from
 //                     the op table (ops/ops.def), the rest bound one by one
 //   interop.cpp       __array_interface__, from_numpy, DLPack export and import
-//   site.cpp          the tracer's site provider (the user's Python file:line)
+//   site.cpp          the tracer's site provider (exact Python sites, their words)
+//   python_frames.cpp reading the Python stack without frame objects (CPython 3.11)
 //   tracer_api.cpp    regions, explain(), reset(), tracer settings, GraphBreakError
 //   autograd_api.cpp  requires_grad / grad / backward, grad mode, autograd.grad,
 //                     checkpoint, losses, the optimizers' C++ cores

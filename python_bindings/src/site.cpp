@@ -1,14 +1,20 @@
 // The Python side of the tracer's sites (tracer/user_site.h). Per op, python_op_site
 // hashes (code object, bytecode offset) of each frame from the innermost one out to the
-// first frame outside the kiln package: the user's call site plus the op's place inside
-// kiln's own helpers. It materializes no strings and runs in tens of nanoseconds; code
-// objects seen are kept alive in a small table, so an address in a hash is never reused
-// by another code object. python_describe gives the words (file:line:column, function,
-// the helper) and the stable key, only when the tracer asks (a new anchor, a graph break).
+// user's frame and its caller: the user's call site plus the op's place inside kiln's
+// own helpers. It reads frames through FrameCursor (no frame objects on CPython 3.11)
+// and builds no strings. Code objects seen are kept alive in a table, so an address in
+// a hash is never reused by another code object.
+//
+// python_capture does the same and remembers the frames of each new site, so that the
+// site can be described later, after its frames are gone (a region's entry is described
+// only if its trace aborts). python_describe gives the words (file:line:column,
+// function, the helper) and the stable key of a captured site, built once per site.
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "common.h"
+#include "python_frames.h"
 #include "tracer/user_site.h"
 
 namespace kiln::python {
@@ -20,15 +26,54 @@ std::string g_package_dir;  // ".../kiln/": frames under it are kiln's, not the 
 std::unordered_map<PyCodeObject*, bool> g_internal;
 constexpr size_t kMaxCodes = 1 << 16;
 
+// Per captured site: its frames (innermost first; the code objects are held by
+// g_internal) and, once asked for, its description.
+struct SiteFrames {
+  struct Frame {
+    PyCodeObject* code;
+    int lasti;
+    bool internal;
+  };
+  std::vector<Frame> frames;
+  std::optional<tracer::UserSite> described;
+};
+std::unordered_map<tracer::SiteId, SiteFrames> g_sites;
+constexpr size_t kMaxSites = 1 << 16;
+
+// A direct-mapped cache in front of g_internal (a site walks a handful of frames per op;
+// the map's lookup would be most of its cost). Entries are codes held by g_internal.
+struct RecentCode {
+  PyCodeObject* code = nullptr;
+  bool internal = false;
+};
+constexpr size_t kRecent = 64;
+RecentCode g_recent[kRecent];
+size_t recent_slot(PyCodeObject* code) {
+  return (reinterpret_cast<uintptr_t>(code) >> 4) % kRecent;
+}
+
+uint64_t g_forgotten = 0;  // how often the tables were forgotten
+
+void forget_all() {
+  g_sites.clear();  // their frames' code objects are released below
+  for (RecentCode& r : g_recent) r = RecentCode{};
+  for (auto& [c, unused] : g_internal) Py_DECREF(c);
+  g_internal.clear();
+  ++g_forgotten;
+}
+
 bool is_internal(PyCodeObject* code) {
+  RecentCode& recent = g_recent[recent_slot(code)];
+  if (recent.code == code) return recent.internal;
   auto it = g_internal.find(code);
-  if (it != g_internal.end()) return it->second;
-  if (g_internal.size() >= kMaxCodes) {
-    // Rare (generated code): forget the table; ids seen before may be taken again, which
-    // only merges loop heads, never changes a result.
-    for (auto& [c, unused] : g_internal) Py_DECREF(c);
-    g_internal.clear();
+  if (it != g_internal.end()) {
+    recent = RecentCode{code, it->second};
+    return it->second;
   }
+  // Rare (generated code): forget the tables; ids seen before may be taken again, which
+  // only merges loop heads, never changes a result (a site no longer known is
+  // described as unknown).
+  if (g_internal.size() >= kMaxCodes) forget_all();
   const char* file = PyUnicode_AsUTF8(code->co_filename);
   if (!file) PyErr_Clear();
   const bool internal =
@@ -36,6 +81,7 @@ bool is_internal(PyCodeObject* code) {
                 std::strncmp(file, g_package_dir.c_str(), g_package_dir.size()) == 0);
   Py_INCREF(code);
   g_internal.emplace(code, internal);
+  g_recent[recent_slot(code)] = RecentCode{code, internal};
   return internal;
 }
 
@@ -48,26 +94,48 @@ constexpr int kMaxFrames = 32;
 // on one line (`h(x) + h(x)`) is two sites.
 constexpr int kUserFrames = 2;
 
-tracer::SiteId python_op_site() {
+// Walks the site's frames (see the top of the file), calling frame(code, lasti, internal)
+// on each after it is hashed; returns the site id (0: no Python frame).
+template <typename OnFrame>
+tracer::SiteId walk_site(FrameCursor::Mode mode, OnFrame&& frame) {
   if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  if (!frame) return 0;
-  Py_INCREF(frame);
+  FrameCursor cursor(mode);
+  if (cursor.done()) return 0;
   tracer::SiteId h = 0x6b696c6e5f736974ULL;
   int user = 0;
-  for (int depth = 0; frame && depth < kMaxFrames; ++depth) {
-    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-    h = mix(mix(h, reinterpret_cast<uintptr_t>(code)),
-            static_cast<uint64_t>(PyFrame_GetLasti(frame)));
+  for (int depth = 0; !cursor.done() && depth < kMaxFrames; ++depth, cursor.next()) {
+    PyCodeObject* code = cursor.code();
+    h = mix(mix(h, reinterpret_cast<uintptr_t>(code)), static_cast<uint64_t>(cursor.lasti()));
     const bool internal = is_internal(code);
-    Py_DECREF(code);
+    frame(code, cursor.lasti(), internal);
     if (!internal && ++user == kUserFrames) break;
-    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
-    Py_DECREF(frame);
-    frame = back;
   }
-  Py_XDECREF(frame);
   return h ? h : 1;
+}
+
+tracer::SiteId python_op_site() {
+  return walk_site(FrameCursor::Mode::Fast, [](PyCodeObject*, int, bool) {});
+}
+
+// The same id, through the public frame API (tests compare the two).
+tracer::SiteId python_op_site_portable() {
+  return walk_site(FrameCursor::Mode::Portable, [](PyCodeObject*, int, bool) {});
+}
+
+tracer::SiteId python_capture() {
+  SiteFrames::Frame chain[kMaxFrames];
+  int n = 0;
+  const uint64_t forgotten = g_forgotten;
+  const tracer::SiteId id =
+      walk_site(FrameCursor::Mode::Fast, [&](PyCodeObject* code, int lasti, bool internal) {
+        chain[n++] = {code, lasti, internal};
+      });
+  // Frames kept only while the table holds their code objects (not if it was forgotten
+  // during this walk).
+  if (id == 0 || forgotten != g_forgotten || g_sites.count(id)) return id;
+  if (g_sites.size() >= kMaxSites) g_sites.clear();  // rare: sites seen before turn unknown
+  g_sites[id].frames.assign(chain, chain + n);
+  return id;
 }
 
 uint64_t bytecode_hash(PyCodeObject* code) {
@@ -97,62 +165,61 @@ std::string base_name(const std::string& file) {
   return slash == std::string::npos ? file : file.substr(slash + 1);
 }
 
-bool python_describe(tracer::UserSite* site) {
-  if (!Py_IsInitialized() || !PyGILState_Check()) return false;
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  Py_XINCREF(frame);
+// The words and the stable key of a site from its frames (innermost first).
+tracer::UserSite describe_frames(const std::vector<SiteFrames::Frame>& frames) {
+  tracer::UserSite site;
   std::vector<tracer::SiteFrame> helpers;  // innermost first
   bool found = false;
-  for (int depth = 0; frame && depth < kMaxFrames; ++depth) {
-    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-    const int lasti = PyFrame_GetLasti(frame);
-    const bool internal = is_internal(code);
+  for (const auto& [code, lasti, internal] : frames) {
     std::string file = utf8(code->co_filename);
     int line = 0, column = 0, end_line = 0, end_column = 0;
     if (!PyCode_Addr2Location(code, lasti, &line, &column, &end_line, &end_column) || line <= 0)
-      line = PyFrame_GetLineNumber(frame);
+      line = PyCode_Addr2Line(code, lasti);
     tracer::SiteFrame key{file, utf8(code->co_qualname), code->co_firstlineno, lasti,
                           bytecode_hash(code)};
     if (internal && found) {
-      site->key.insert(site->key.begin(), std::move(key));  // kiln calling the user's code
+      site.key.insert(site.key.begin(), std::move(key));  // kiln calling the user's code
     } else if (internal) {
       if (file.compare(0, g_package_dir.size(), g_package_dir) == 0)
         key.file = "kiln/" + file.substr(g_package_dir.size());
       if (helpers.empty())
-        site->helper = base_name(file) + ":" + std::to_string(line) + " (" + key.qualname + ")";
+        site.helper = base_name(file) + ":" + std::to_string(line) + " (" + key.qualname + ")";
       helpers.push_back(std::move(key));
     } else if (found) {
-      site->key.insert(site->key.begin(), std::move(key));  // the caller of the user's frame
-      Py_DECREF(code);
+      site.key.insert(site.key.begin(), std::move(key));  // the caller of the user's frame
       break;
     } else {
-      site->file = file;
-      site->line = line;
-      site->column = column >= 0 ? column + 1 : 0;
-      site->function = utf8(code->co_name);
-      site->key.push_back(std::move(key));
-      for (auto it = helpers.rbegin(); it != helpers.rend(); ++it) site->key.push_back(*it);
+      site.file = file;
+      site.line = line;
+      site.column = column >= 0 ? column + 1 : 0;
+      site.function = utf8(code->co_name);
+      site.key.push_back(std::move(key));
+      for (auto it = helpers.rbegin(); it != helpers.rend(); ++it) site.key.push_back(*it);
       found = true;
     }
-    Py_DECREF(code);
-    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
-    Py_DECREF(frame);
-    frame = back;
   }
-  Py_XDECREF(frame);
   PyErr_Clear();
-  if (!found) *site = tracer::UserSite{};
-  return found;
+  return found ? site : tracer::UserSite{};
+}
+
+bool python_describe(tracer::SiteId id, tracer::UserSite* site) {
+  if (!Py_IsInitialized() || !PyGILState_Check()) return false;
+  auto it = g_sites.find(id);
+  if (it == g_sites.end()) return false;
+  if (!it->second.described) it->second.described = describe_frames(it->second.frames);
+  *site = *it->second.described;
+  return site->known();
 }
 
 void install_site_provider(const std::string& package_dir) {
   g_package_dir = package_dir;
-  tracer::set_site_provider(tracer::SiteProvider{&python_op_site, &python_describe});
+  tracer::set_site_provider(
+      tracer::SiteProvider{&python_op_site, &python_capture, &python_describe});
 }
 
 bp::object current_site() {
-  tracer::UserSite site;
-  if (!python_describe(&site)) return bp::object();
+  const tracer::UserSite site = tracer::current_site();
+  if (!site.known()) return bp::object();
   return bp::make_tuple(site.file, site.line, site.function);
 }
 
@@ -160,9 +227,16 @@ bp::object current_site() {
 // for tests and tools.
 bp::object exact_site() {
   tracer::UserSite site;
-  if (!python_describe(&site)) return bp::object();
+  const tracer::SiteId id = python_capture();
+  if (!python_describe(id, &site)) return bp::object();
   return bp::make_tuple(python_op_site(), site.file, site.line, site.column, site.function,
                         site.helper, site.stable_key());
+}
+
+// (the op site through the fast frame reader, the same through the public API, whether
+// the fast reader is in use): tests check that both see the same frames.
+bp::object site_readers() {
+  return bp::make_tuple(python_op_site(), python_op_site_portable(), FrameCursor::fast_available());
 }
 
 }  // namespace
@@ -171,6 +245,7 @@ void register_site() {
   bp::def("_install_site_provider", &install_site_provider);
   bp::def("_current_site", &current_site);
   bp::def("_exact_site", &exact_site);
+  bp::def("_site_readers", &site_readers);
 }
 
 }  // namespace kiln::python

@@ -13,7 +13,7 @@ void region_enter(const std::string& name, int warmup, bool fullgraph) {
   options.name = name;
   options.warmup = warmup;
   options.fullgraph = fullgraph;
-  tracer::Tracer::current().region_enter(options, tracer::current_site());
+  tracer::Tracer::current().region_enter(options, tracer::capture_site());
 }
 
 void region_exit(bool by_exception) { tracer::Tracer::current().region_exit(by_exception); }

@@ -268,6 +268,16 @@ TEST(JitPassNames, BadNamesAreRefusedAndIgnored) {
     EXPECT_NE(what.find("'fusion'"), std::string::npos) << what;
     EXPECT_NE(what.find("cse, dce, fuse, epilogue, simplify"), std::string::npos) << what;
   }
+  // `store` is a pass of the pipeline but cannot be switched off: refused with that reason.
+  EXPECT_STREQ(kiln::jit::pass_name(Pass::Store), "store");
+  try {
+    kiln::jit::parse_pass_names({"store"});
+    ADD_FAILURE() << "the store pass was switched off";
+  } catch (const kiln::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("pass 'store' cannot be switched off"), std::string::npos)
+        << e.what();
+  }
+  // The JIT's old word for it is no pass name any more.
   EXPECT_THROW(kiln::jit::parse_pass_names({"materialize"}), kiln::ValueError);
   // Through the config, a bad list is reported and ignored: every pass stays on.
   const std::vector<std::string> saved = tr::config().jit_disable;

@@ -173,7 +173,7 @@ TEST_F(TracerTest, SideExitMidTraceGivesEagerResults) {
   EXPECT_GE(tr::explain().traces[0].side_exits, 1);
 }
 
-TEST_F(TracerTest, HeldIntermediatesAreMaterializedDroppedOnesNeedNotBe) {
+TEST_F(TracerTest, HeldIntermediatesAreStoredDroppedOnesNeedNotBe) {
   Tensor x = random_tensor({16});
   for (int i = 0; i < 4; ++i) {
     Tensor kept = kiln::exp(x);

@@ -232,3 +232,47 @@ def test_gpt_step_has_no_compiles_after_warmup(request):
     assert d["compiles"] == 0 and d["recompiles"] == 0 and d["recorded"] == 0, (d, str(after))
     assert 1 <= len(d["replaying"]) <= 2, (d, str(after))
     assert after.recompiles == [], str(after)
+
+
+def _readers_agree():
+    fast, portable, fast_in_use = kiln._C._site_readers()
+    assert fast == portable and fast != 0
+    return fast, fast_in_use
+
+
+class _Probe(nn.Module):
+    def forward(self):
+        return _readers_agree()  # under kiln's Module.__call__: a kiln frame in between
+
+
+def test_fast_frame_reader_sees_what_the_public_api_sees():
+    # The per-op site reads CPython 3.11's frames directly; the public frame API
+    # (PyEval_GetFrame / PyFrame_GetBack) must give the same site everywhere.
+    ids = [_readers_agree(), _readers_agree()]  # two sites on one line
+    ids.append((lambda: _readers_agree())())
+    ids.append(_Probe()())
+    ids.append(next(iter(_readers_agree() for _ in range(1))))  # a generator's frame
+    ids += [_readers_agree() for _ in range(2)]  # one site, seen twice
+    assert len({i for i, _ in ids}) == len(ids) - 1
+    import sys
+    assert ids[0][1] == (sys.version_info[:2] == (3, 11))  # the fast reader where it exists
+
+
+def test_region_abort_is_reported_where_the_region_was_entered(rng):
+    # The region's site is captured cheaply at entry and described only when it aborts.
+    x = t(rng.standard_normal(5))
+
+    @kiln.compile
+    def fails(x):
+        kiln.exp(x) * 3.0
+        raise KeyError("boom")
+
+    import inspect
+    for _ in range(2):
+        with pytest.raises(KeyError):
+            line = inspect.currentframe().f_lineno + 1
+            fails(x)
+    breaks = [b for b in kiln.explain().graph_breaks if b["kind"] == "UserException"]
+    assert len(breaks) == 1 and breaks[0]["count"] == 2, breaks
+    assert breaks[0]["file"].endswith("test_tracer_sites.py") and breaks[0]["line"] == line
+    assert breaks[0]["function"] == "test_region_abort_is_reported_where_the_region_was_entered"
