@@ -293,6 +293,26 @@ for path in sys.argv[1:]:
           f"{len(skipped)} skipped")
     for c in failed[:15]:
         print(f"  FAILED {c.get('classname')}.{c.get('name')}")
+    # The CUDA cases -- that they ran, not skipped: the CUDA legs (the `cuda` parameter
+    # of the cuda_leg fixture in the case's id, test_cuda_legs_*.py) and the other cases
+    # of a suite named for CUDA (test_cuda*.py, the Cuda* gtest suites).
+    def is_leg(c):
+        return re.search(r"[\[-]cuda[\]-]", c.get("name", "")) is not None
+
+    def is_cuda(c):
+        suite = c.get("classname", "").lower()
+        return is_leg(c) or ("cuda" in suite and "cuda_legs" not in suite)
+    failed_ids, skipped_ids = {id(c) for c in failed}, {id(c) for c in skipped}
+    cuda = [c for c in cases if is_cuda(c)]
+    legs = [c for c in cuda if is_leg(c)]
+    for label, group in (("CUDA cases", cuda), ("of them CUDA legs ([cuda] ids)", legs)):
+        if not group:
+            continue
+        n_failed = sum(id(c) in failed_ids for c in group)
+        n_skipped = sum(id(c) in skipped_ids for c in group)
+        n_ran = len(group) - n_skipped
+        print(f"  {label}: {n_ran} ran ({n_ran - n_failed} passed, {n_failed} failed), "
+              f"{n_skipped} skipped{'  <-- none ran' if n_ran == 0 else ''}")
     # Which suites skipped and why (a CUDA test that still skips here is a problem).
     by_reason = {}
     for c in skipped:
