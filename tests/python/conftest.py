@@ -70,3 +70,13 @@ def cuda_leg(request):
     assert CUDA_LEG_DEVICE in ("cuda", "cpu"), \
         f"KILN_TEST_CUDA_LEG_DEVICE={CUDA_LEG_DEVICE!r}: expected cuda or cpu"
     return CUDA_LEG_DEVICE
+
+
+def pytest_report_header(config):
+    import kiln
+    from helpers import CUDA_LEG_DEVICE
+
+    if CUDA_LEG_DEVICE != "cuda":
+        return (f"kiln CUDA legs: run on {CUDA_LEG_DEVICE!r} (KILN_TEST_CUDA_LEG_DEVICE), "
+                f"not on the GPU")
+    return f"kiln CUDA legs: {'on the GPU' if kiln.cuda.is_available() else 'skipped (no GPU)'}"

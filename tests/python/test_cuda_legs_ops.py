@@ -70,6 +70,28 @@ def test_cast_cuda(cuda_leg, rng, to):
     check_on_cuda(cuda_leg, lambda x: kiln.cast(x, getattr(kiln, to)), a, rtol=tol, atol=0)
 
 
+HALF_OPS = {
+    "add": lambda x, y: x + y, "mul_scalar": lambda x, y: x * 1.5 - y, "div": lambda x, y: x / (
+        y.abs() + 1.0), "maximum": kiln.maximum, "sum": lambda x, y: x.sum(1),
+    "mean": lambda x, y: x.mean(0), "amax": lambda x, y: x.amax(-1),
+    "softmax": lambda x, y: kiln.softmax(x, -1), "log_softmax": lambda x, y: kiln.log_softmax(
+        x, 0), "layer_norm": lambda x, y: kiln.layer_norm(x, (x.shape[-1],)),
+    "matmul": lambda x, y: x @ y.t(), "where": lambda x, y: kiln.where(x > y, x, y),
+    "clamp": lambda x, y: x.clamp(-0.5, 0.5), "cat": lambda x, y: kiln.cat([x, y], 1),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("name", sorted(HALF_OPS))
+def test_16bit_ops_cuda(cuda_leg, rng, name, dtype):
+    """Non-unary ops in float16 / bfloat16: a few units in the last place (the devices
+    may accumulate in another order, in float32)."""
+    kd = getattr(kiln, dtype)
+    tol = dict(rtol=1e-2, atol=2e-2) if dtype == "float16" else dict(rtol=4e-2, atol=8e-2)
+    check_on_cuda(cuda_leg, lambda x, y: HALF_OPS[name](x.to(kd), y.to(kd)),
+                  randn(rng, 6, 8), randn(rng, 6, 8), **tol)
+
+
 # ---- pointwise binary (from the op table)
 
 @pytest.mark.parametrize("name", BINARY)
@@ -109,6 +131,15 @@ def test_binary_scalar_cuda(cuda_leg, rng, name, dtype, scalar):
 
 # ---- where, clamp
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64", "bool"])
+def test_where_dtypes_cuda(cuda_leg, rng, dtype):
+    c = rng.random((5, 6)) > 0.5
+    a = sample(rng, (5, 6), KILN_DTYPES[dtype][1])
+    b = sample(rng, (1, 6), KILN_DTYPES[dtype][1])
+    check_on_cuda(cuda_leg, kiln.where, c, a, b, grad=floating(dtype))
+    check_on_cuda(cuda_leg, lambda c, a: kiln.where(c[:, :1], a, 3), c, a, grad=floating(dtype))
+
+
 def test_where_cuda(cuda_leg, rng):
     c = rng.random((3, 4)) > 0.5
     a, b = randn(rng, 3, 4), randn(rng, 1, 4)
@@ -119,10 +150,11 @@ def test_where_cuda(cuda_leg, rng):
 
 
 @pytest.mark.parametrize("bounds", [(-1.0, 0.5), (0.2, None), (None, -0.2), (-3, 7)], ids=str)
-def test_clamp_cuda(cuda_leg, rng, bounds):
-    a = randn(rng, 5, 6) * 3
-    check_on_cuda(cuda_leg, lambda x: kiln.clamp(x, *bounds), a, grad=True)
-    check_on_cuda(cuda_leg, lambda x: kiln.clamp(x, *bounds), rng.integers(-20, 20, (4, 4)))
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_clamp_cuda(cuda_leg, rng, bounds, dtype):
+    a = sample(rng, (5, 6), KILN_DTYPES[dtype][1]) * 3
+    check_on_cuda(cuda_leg, lambda x: kiln.clamp(x, *bounds), a, grad=floating(dtype))
+    check_on_cuda(cuda_leg, lambda x: x.t().clamp(*bounds), a, grad=floating(dtype))
 
 
 def test_clamp_tensor_bounds_cuda(cuda_leg, rng):
@@ -281,6 +313,15 @@ def test_im2col_col2im_cuda(cuda_leg, rng, kernel, stride, padding):
 
 
 # ---- joining, splitting, indexing, views
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool"])
+def test_cat_stack_dtypes_cuda(cuda_leg, rng, dim, dtype):
+    parts = [sample(rng, (2, 3, 4), KILN_DTYPES[dtype][1]) for _ in range(3)]
+    check_on_cuda(cuda_leg, lambda xs: kiln.cat(xs, dim), parts, grad=floating(dtype))
+    check_on_cuda(cuda_leg, lambda xs: kiln.stack(xs, dim), parts, grad=floating(dtype))
+    check_on_cuda(cuda_leg, lambda xs: kiln.cat([x.transpose(0, 2) for x in xs], dim), parts)
+
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_cat_stack_cuda(cuda_leg, rng, dim):
