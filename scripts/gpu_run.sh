@@ -9,7 +9,10 @@
 #   1. kiln_tests (every GoogleTest suite; the CUDA ones run for real there)
 #   2. kiln_demo (CPU and GPU, with its CPU-vs-GPU agreement check)
 #   3. the pytest suite under the carried Python 3.11 (the Boost.Python module is built
-#      for 3.11; the machine's own python3 is 3.12 with PyTorch 2.11)
+#      for 3.11; the machine's own python3 is 3.12 with PyTorch 2.11): without torch the
+#      torch-oracle tests skip and the CUDA legs (tests/python/test_cuda_legs_*.py:
+#      CUDA against kiln's CPU) run; the summary counts the CUDA cases that ran
+#      (scripts/junit_summary.py)
 #   4. the C++ benchmarks (eager overhead incl. the CUDA tiny op; CPU bandwidth)
 #   5. bench/py_overhead.py, if present: kiln on python3.11, PyTorch on python3
 #   6. bench/gpu_workloads.py, if present: the GPU workloads of BENCHMARKS.md, kiln eager
