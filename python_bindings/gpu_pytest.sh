@@ -53,6 +53,7 @@ echo "=== pytest (tracer on)"
 timeout 240 bash -c "set -o pipefail; $(declare -f py311); G='$G' DEB_ROOT='$DEB_ROOT' CUBLAS_DIR='$CUBLAS_DIR'; \
   py311 -m pytest -q -p no:cacheprovider --junitxml='$OUT/pytest.xml' tests/python 2>&1 \
   | tail -n 40" || rc=1
+python3 scripts/junit_summary.py "$OUT/pytest.xml"  # counts, and that the CUDA legs ran
 echo "=== pytest test_cuda.py (KILN_TRACE=0)"
 KILN_TRACE=0 timeout 120 bash -c "set -o pipefail; $(declare -f py311); G='$G' DEB_ROOT='$DEB_ROOT' CUBLAS_DIR='$CUBLAS_DIR'; \
   py311 -m pytest -q -p no:cacheprovider tests/python/test_cuda.py 2>&1 | tail -n 15" || rc=1

@@ -40,11 +40,14 @@ KILN_BUILD_DIR="$BUILD" \
   bash scripts/setup.sh
 
 find_built() {  # find_built NAME: the built file NAME under $BUILD (first match)
-  find "$BUILD" -name "$1" \( -type f -o -type l \) -not -path '*/CMakeFiles/*' | head -n 1
+  find "$BUILD" -name "$1" \( -type f -o -type l \) -not -path '*/CMakeFiles/*' -print -quit
 }
 lib="$(find_built libkiln.so)"
 [[ -n "$lib" ]] || { log "libkiln.so not found under $BUILD"; exit 1; }
-if ! ldd "$lib" | grep -q libcublas; then
+# ldd's output is captured first: `ldd | grep -q` under pipefail fails now and then, when
+# grep -q exits at the first match and ldd dies of SIGPIPE writing the rest.
+linked="$(ldd "$lib")" || { log "ldd $lib failed"; exit 1; }
+if [[ "$linked" != *libcublas* ]]; then
   log "$lib does not link cuBLAS: the CUDA backend was not built (see configure output)"
   exit 1
 fi

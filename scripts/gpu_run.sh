@@ -9,7 +9,10 @@
 #   1. kiln_tests (every GoogleTest suite; the CUDA ones run for real there)
 #   2. kiln_demo (CPU and GPU, with its CPU-vs-GPU agreement check)
 #   3. the pytest suite under the carried Python 3.11 (the Boost.Python module is built
-#      for 3.11; the machine's own python3 is 3.12 with PyTorch 2.11)
+#      for 3.11; the machine's own python3 is 3.12 with PyTorch 2.11): without torch the
+#      torch-oracle tests skip and the CUDA legs (tests/python/test_cuda_legs_*.py:
+#      CUDA against kiln's CPU) run; the summary counts the CUDA cases that ran
+#      (scripts/junit_summary.py)
 #   4. the C++ benchmarks (eager overhead incl. the CUDA tiny op; CPU bandwidth)
 #   5. bench/py_overhead.py, if present: kiln on python3.11, PyTorch on python3
 #   6. bench/gpu_workloads.py, if present: the GPU workloads of BENCHMARKS.md, kiln eager
@@ -272,38 +275,7 @@ summary() {
   printf '%-28s %-10s %6s\n' "step" "status" "time"
   printf '%s\n' "${STEP_ROWS[@]}"
   echo "-- test counts"
-  python3 - "$OUT/gtest.xml" "$OUT/pytest.xml" <<'PYEOF'
-import re
-import sys
-import xml.etree.ElementTree as ET
-
-for path in sys.argv[1:]:
-    name = path.rsplit("/", 1)[-1]
-    try:
-        root = ET.parse(path).getroot()
-    except (OSError, ET.ParseError) as e:
-        print(f"{name}: no report ({e.__class__.__name__})")
-        continue
-    cases = list(root.iter("testcase"))
-    failed = [c for c in cases if c.find("failure") is not None or c.find("error") is not None]
-    skipped = [c for c in cases if c.find("skipped") is not None
-               or c.get("result") == "skipped" or c.get("status") == "notrun"]
-    passed = len(cases) - len(failed) - len(skipped)
-    print(f"{name}: {len(cases)} tests, {passed} passed, {len(failed)} failed, "
-          f"{len(skipped)} skipped")
-    for c in failed[:15]:
-        print(f"  FAILED {c.get('classname')}.{c.get('name')}")
-    # Which suites skipped and why (a CUDA test that still skips here is a problem).
-    by_reason = {}
-    for c in skipped:
-        s = c.find("skipped")
-        why = (s.get("message") or s.text or "") if s is not None else ""
-        key = (c.get("classname", "").rsplit(".", 1)[-1].split("/")[0],
-               re.sub(r"\S*/", "", " ".join(why.split()))[:70])
-        by_reason[key] = by_reason.get(key, 0) + 1
-    for (suite, why), n in sorted(by_reason.items(), key=lambda kv: -kv[1])[:10]:
-        print(f"  skipped {n:4d}  {suite}: {why}")
-PYEOF
+  python3 scripts/junit_summary.py "$OUT/gtest.xml" "$OUT/pytest.xml"
   echo "-- C++ benchmarks (medians of 3)"
   python3 bench/bench_table.py "$OUT/bench_eager_overhead.json" "$OUT/bench_cpu_bandwidth.json"
   if [[ -s "$OUT/py_overhead.txt" ]]; then

@@ -54,3 +54,29 @@ def fresh_tracer():
     kiln.reset()
     kiln.set_config(**previous)
     kiln.set_tracing(True)
+
+
+@pytest.fixture(params=[pytest.param("cuda", id="cuda")])
+def cuda_leg(request):
+    """The device of a CUDA leg (helpers.check_on_cuda): "cuda", skipped where
+    kiln.cuda.is_available() is false. KILN_TEST_CUDA_LEG_DEVICE=cpu runs the legs on
+    the CPU instead (a sanity check of the comparison machinery without a GPU)."""
+    import kiln
+    from helpers import CUDA_LEG_DEVICE
+
+    if CUDA_LEG_DEVICE == "cuda" and not kiln.cuda.is_available():
+        pytest.skip("CUDA leg: kiln.cuda.is_available() is false (no GPU, or kiln built "
+                    "without CUDA); KILN_TEST_CUDA_LEG_DEVICE=cpu runs it on the CPU")
+    assert CUDA_LEG_DEVICE in ("cuda", "cpu"), \
+        f"KILN_TEST_CUDA_LEG_DEVICE={CUDA_LEG_DEVICE!r}: expected cuda or cpu"
+    return CUDA_LEG_DEVICE
+
+
+def pytest_report_header(config):
+    import kiln
+    from helpers import CUDA_LEG_DEVICE
+
+    if CUDA_LEG_DEVICE != "cuda":
+        return (f"kiln CUDA legs: run on {CUDA_LEG_DEVICE!r} (KILN_TEST_CUDA_LEG_DEVICE), "
+                f"not on the GPU")
+    return f"kiln CUDA legs: {'on the GPU' if kiln.cuda.is_available() else 'skipped (no GPU)'}"
