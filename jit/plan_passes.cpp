@@ -1,6 +1,8 @@
 // The plan passes (see plan_passes.h).
 #include "jit/plan_passes.h"
 
+#include <algorithm>
+
 namespace kiln::jit {
 
 using tracer::InputRef;
@@ -81,7 +83,18 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
   plan.step_of.assign(n, -1);
   std::vector<int> group_of(n, -1);  // step index of the op's group
   int open = -1;                     // step index of the open group
-  auto close = [&] { open = -1; };
+  // Externals the open (pointwise) group wrote in place. Later ops may still join it if
+  // they read those externals only element for element (same shape, not through a view):
+  // each element is then read and written by one thread, loads before stores. An
+  // optimizer's update (m.copy_, v.copy_, p.copy_ of one parameter) is one kernel.
+  std::vector<int> written;
+  auto close = [&] {
+    open = -1;
+    written.clear();
+  };
+  auto was_written = [&](int external) {
+    return std::find(written.begin(), written.end(), external) != written.end();
+  };
   auto value_input = [&](const InputRef& r) {
     return r.kind == InputRef::Kind::Value ? plan.canonical[r.index] : -1;
   };
@@ -158,6 +171,17 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
         }
       }
       if (op.in_place && op.target.kind == InputRef::Kind::Value) inputs_ok = false;
+      if (!written.empty()) {  // after an in-place write: element-for-element reads only
+        if (is_row_op(op.op) || op.meta.sizes != g.shape) inputs_ok = false;
+        for (const InputRef& r : op.inputs) {
+          if (r.kind == InputRef::Kind::External && was_written(r.index) &&
+              external_guard(p, r.index).sizes != g.shape)
+            inputs_ok = false;
+          if (r.kind == InputRef::Kind::Value && view_of[r.index] >= 0 &&
+              was_written(view_of[r.index]))
+            inputs_ok = false;
+        }
+      }
       if (op.in_place) {  // nothing in the group may read the target through a view
         for (int j : g.ops)
           for (const InputRef& r : p.ops[j].inputs)
@@ -196,7 +220,15 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
     plan.steps[open].group.ops.push_back(i);
     group_of[i] = open;
     plan.step_of[i] = open;
-    if (op.in_place) close();  // nothing after an in-place write joins an earlier group
+    if (op.in_place) {
+      // A pointwise group stays open after an in-place write (see `written`); any other
+      // group closes: nothing after the write joins it.
+      if (plan.steps[open].kind == Step::Kind::Kernel && plan.steps[open].group.reduced_dims == 0 &&
+          op.target.kind == InputRef::Kind::External)
+        written.push_back(op.target.index);
+      else
+        close();
+    }
   }
 }
 
