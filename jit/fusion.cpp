@@ -21,6 +21,12 @@ const Dims& input_sizes(const TraceProgram& p, const InputRef& ref) {
                                               : p.ops[ref.index].meta.sizes;
 }
 
+InputRef in_place_root(const TraceProgram& p, InputRef target) {
+  while (target.kind == InputRef::Kind::Value && p.ops[target.index].in_place)
+    target = p.ops[target.index].target;
+  return target;
+}
+
 DType input_dtype(const TraceProgram& p, const InputRef& ref) {
   if (ref.kind == InputRef::Kind::External) return external_guard(p, ref.index).dtype;
   // The value of an in-place op is its target: x.add_(y) into a bfloat16 x computes in

@@ -56,6 +56,9 @@ const tracer::TensorGuard& external_guard(const tracer::TraceProgram& program, i
 // The input dims of op `i` (its external guard or the producing op's output).
 const Dims& input_sizes(const tracer::TraceProgram& program, const tracer::InputRef& ref);
 DType input_dtype(const tracer::TraceProgram& program, const tracer::InputRef& ref);
+// What an in-place write really writes: a target that is itself the value of an in-place
+// op (p.copy_(a) then p.copy_(b)) resolves to that op's target, down to an external.
+tracer::InputRef in_place_root(const tracer::TraceProgram& program, tracer::InputRef target);
 // Index of op i's first scalar in the run-time scalar list.
 std::vector<int> scalar_bases(const tracer::TraceProgram& program);
 

@@ -41,7 +41,7 @@ class Lowerer {
       const TraceOp& op = p_.ops[i];
       int32_t operand;
       if (op.in_place) {
-        operand = operand_for(op.target, op.meta.sizes);
+        operand = operand_for(in_place_root(p_, op.target), op.meta.sizes);
       } else {
         operand = operand_for(InputRef{InputRef::Kind::Value, i}, op.meta.sizes, true);
       }

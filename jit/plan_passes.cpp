@@ -1,6 +1,8 @@
 // The plan passes (see plan_passes.h).
 #include "jit/plan_passes.h"
 
+#include <algorithm>
+
 namespace kiln::jit {
 
 using tracer::InputRef;
@@ -81,7 +83,18 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
   plan.step_of.assign(n, -1);
   std::vector<int> group_of(n, -1);  // step index of the op's group
   int open = -1;                     // step index of the open group
-  auto close = [&] { open = -1; };
+  // Externals the open (pointwise) group wrote in place. Later ops may still join it if
+  // they read those externals only element for element (same shape, not through a view):
+  // each element is then read and written by one thread, loads before stores. An
+  // optimizer's update (m.copy_, v.copy_, p.copy_ of one parameter) is one kernel.
+  std::vector<int> written;
+  auto close = [&] {
+    open = -1;
+    written.clear();
+  };
+  auto was_written = [&](int external) {
+    return std::find(written.begin(), written.end(), external) != written.end();
+  };
   auto value_input = [&](const InputRef& r) {
     return r.kind == InputRef::Kind::Value ? plan.canonical[r.index] : -1;
   };
@@ -108,12 +121,14 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
     if (fusible && op.in_place) {
       // In place: the target must be an external no other input aliases, and the op must
       // not read the target through a view (x.add_(x.t()) reads what it overwrites).
-      fusible = op.target.kind == InputRef::Kind::External &&
-                external_guard(p, op.target.index).alias_of < 0;
+      // A second write to the same tensor (its target the first write's value) writes
+      // that external too.
+      const InputRef root = in_place_root(p, op.target);
+      fusible = root.kind == InputRef::Kind::External && external_guard(p, root.index).alias_of < 0;
       for (int s = 0; fusible && s < p.num_externals; ++s)
-        if (external_guard(p, s).alias_of == op.target.index) fusible = false;
+        if (external_guard(p, s).alias_of == root.index) fusible = false;
       for (const InputRef& r : op.inputs)
-        if (fusible && reads_view_of(r, op.target.index)) fusible = false;
+        if (fusible && reads_view_of(r, root.index)) fusible = false;
     }
     int k = -1;
     Dims full;
@@ -129,13 +144,16 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
                                ": one long row; the eager parallel reduction runs it");
       }
     }
-    if (!fusible) {
+    auto run_eagerly = [&] {
       close();
       Step s;
       s.kind = fam == OpFamily::View ? Step::Kind::View : Step::Kind::Library;
       s.op = i;
       plan.steps.push_back(s);
       plan.step_of[i] = static_cast<int>(plan.steps.size()) - 1;
+    };
+    if (!fusible) {
+      run_eagerly();
       continue;
     }
     // Try to join the open group.
@@ -157,11 +175,27 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
             inputs_ok = false;
         }
       }
-      if (op.in_place && op.target.kind == InputRef::Kind::Value) inputs_ok = false;
+      if (op.in_place && in_place_root(p, op.target).kind == InputRef::Kind::Value)
+        inputs_ok = false;
+      for (InputRef t = op.in_place ? op.target : InputRef{};
+           t.kind == InputRef::Kind::Value && p.ops[t.index].in_place; t = p.ops[t.index].target)
+        if (group_of[plan.canonical[t.index]] != open) inputs_ok = false;  // an earlier write
+      if (!written.empty()) {  // after an in-place write: element-for-element reads only
+        if (is_row_op(op.op) || op.meta.sizes != g.shape) inputs_ok = false;
+        for (const InputRef& r : op.inputs) {
+          if (r.kind == InputRef::Kind::External && was_written(r.index) &&
+              external_guard(p, r.index).sizes != g.shape)
+            inputs_ok = false;
+          if (r.kind == InputRef::Kind::Value && view_of[r.index] >= 0 &&
+              was_written(view_of[r.index]))
+            inputs_ok = false;
+        }
+      }
       if (op.in_place) {  // nothing in the group may read the target through a view
+        const int root = in_place_root(p, op.target).index;
         for (int j : g.ops)
           for (const InputRef& r : p.ops[j].inputs)
-            if (reads_view_of(r, op.target.index)) inputs_ok = false;
+            if (reads_view_of(r, root)) inputs_ok = false;
       }
       if (inputs_ok) {
         if (is_row_op(op.op)) {
@@ -185,6 +219,12 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
         }
       }
     }
+    if (!joins && op.in_place && op.target.kind == InputRef::Kind::Value) {
+      // A second write whose first is not in the open group: its reads of the first
+      // write's value would alias the store in a new kernel.
+      run_eagerly();
+      continue;
+    }
     if (!joins) {
       Step s;
       s.kind = Step::Kind::Kernel;
@@ -196,7 +236,15 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
     plan.steps[open].group.ops.push_back(i);
     group_of[i] = open;
     plan.step_of[i] = open;
-    if (op.in_place) close();  // nothing after an in-place write joins an earlier group
+    if (op.in_place) {
+      // A pointwise group stays open after an in-place write (see `written`); any other
+      // group closes: nothing after the write joins it.
+      if (plan.steps[open].kind == Step::Kind::Kernel && plan.steps[open].group.reduced_dims == 0 &&
+          in_place_root(p, op.target).kind == InputRef::Kind::External)
+        written.push_back(in_place_root(p, op.target).index);
+      else
+        close();
+    }
   }
 }
 
