@@ -5,7 +5,7 @@
 // a value whose exact result is ill-conditioned (AdamW normalizing a gradient that is
 // rounding noise, such as a key bias's) differs between any two roundings, eager's
 // included, so the compiled value passes when it is no further from the float64 result
-// than 3x eager's distance (or 1e-4). Otherwise it raises, naming the trace and the op.
+// than 10x eager's distance (or 1e-4). Otherwise it raises, naming the trace and the op.
 #pragma once
 
 #include <memory>
