@@ -227,7 +227,8 @@ Tensor Tensor::cuda(int index) const { return to(Device(DeviceType::CUDA, index)
 
 template <class T>
 std::vector<T> Tensor::to_vector(std::source_location loc) const {
-  lazy::sync("to_vector()", SourceSite::from(loc));
+  const bool independent = lazy::sync("to_vector()", SourceSite::from(loc), impl_.get());
+  lazy::PendingPause pause(independent);  // the trace goes on: its pending work stays pending
   // Every pending value has run now: one still missing is owed by a failed replay.
   if (!impl_->storage) lazy::throw_unavailable("[read] the tensor", impl_->pending.get());
   NoHookScope host_read;  // the copy below is kiln's own work, not the user's op stream
@@ -249,7 +250,8 @@ Scalar Tensor::item(std::source_location loc) const {
              "[item] only a tensor with one element can be converted "
              "to a scalar, got shape ",
              dims_str(sizes()), " (", numel(), " elements)");
-  lazy::sync("item()", SourceSite::from(loc));
+  const bool independent = lazy::sync("item()", SourceSite::from(loc), impl_.get());
+  lazy::PendingPause pause(independent);
   if (is_floating(dtype())) return Scalar(to_vector<double>(loc)[0]);
   const int64_t v = to_vector<int64_t>(loc)[0];
   if (dtype() == DType::Bool) return Scalar(v != 0);

@@ -29,11 +29,10 @@ void throw_unavailable(const char* what, const PendingValue* pending) {
               (why ? std::string(" (") + why + ")" : std::string(" earlier")));
 }
 
-void sync(const char* what, const SourceSite& site) {
-  if (g_sync)
-    g_sync(what, site);
-  else
-    flush();
+bool sync(const char* what, const SourceSite& site, const TensorImpl* read) {
+  if (g_sync) return g_sync(what, site, read);
+  flush();
+  return false;
 }
 
 }  // namespace kiln::lazy

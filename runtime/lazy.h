@@ -10,6 +10,8 @@
 
 namespace kiln {
 
+struct TensorImpl;
+
 // Where user code stands: a C++ std::source_location, or a Python frame (the bindings
 // provide one through set_python_site_provider in tracer/).
 struct SourceSite {
@@ -39,15 +41,35 @@ extern constinit thread_local bool tls_pending;
 // Installed by the tracer. flush runs the pending work; sync additionally reports a
 // trace boundary caused by reading a value on the host. `what` names the read ("item()",
 // "numpy()"): the detail of the tracer's HostRead break reason (tracer/break_reasons.def),
-// never a reason of its own.
+// never a reason of its own. `read` is the tensor read, when known: sync returns true
+// when its value does not depend on pending work (the trace goes on; read it inside a
+// PendingPause), false when the read was a boundary.
 using FlushFn = void (*)();
-using SyncFn = void (*)(const char* what, const SourceSite& site);
+using SyncFn = bool (*)(const char* what, const SourceSite& site, const TensorImpl* read);
 void set_hooks(FlushFn flush, SyncFn sync);
 
 void flush();  // runs pending lazy work (no-op when none)
 // Called at every host read with what reads ("item()") and the user's location; a trace
-// boundary.
-void sync(const char* what, const SourceSite& site);
+// boundary unless `read`'s value is independent of the pending work (returns true then).
+bool sync(const char* what, const SourceSite& site, const TensorImpl* read = nullptr);
+
+// While alive (and `active`), memory accesses do not run pending work: for reading a
+// value sync() found independent of it, and for the tracer's host-side ops on such values.
+class PendingPause {
+ public:
+  explicit PendingPause(bool active) : active_(active), saved_(tls_pending) {
+    if (active_) tls_pending = false;
+  }
+  ~PendingPause() {
+    if (active_) tls_pending = saved_ || tls_pending;
+  }
+  PendingPause(const PendingPause&) = delete;
+  PendingPause& operator=(const PendingPause&) = delete;
+
+ private:
+  bool active_;
+  bool saved_;
+};
 
 // Throws Error: `what` (e.g. "[add] argument 1") has no value to read, because the traced
 // computation that owed it failed (pending->failure(), when known).

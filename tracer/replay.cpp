@@ -10,7 +10,8 @@ namespace kiln::tracer {
 void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
   const CompiledTrace& compiled = *node.compiled;
   lazy::tls_pending = false;
-  std::vector<Tensor> values, reference;
+  std::vector<Tensor> values;
+  VerifyReference reference;
   if (config().verify) reference = verify_reference(compiled, walk.externals, walk.scalars);
   std::vector<bool> wanted(compiled.program.ops.size(), false);
   for (size_t i = 0; i < wanted.size() && i < walk.outputs.size(); ++i)
@@ -29,7 +30,7 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
     statistics.replay_ns += trace_clock_ns() - start;
     statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());
   }
-  if (config().verify) verify_replay(compiled, values, reference, walk.outputs);
+  if (config().verify) verify_replay(compiled, values, reference, walk.scalars, walk.outputs);
   bind_outputs(walk, values);
   ++node.replays;
 }

@@ -72,6 +72,11 @@ struct ExplainReport {
   // False loop heads: walks anchored at an op met again mid-walk that ran into a host
   // read (HeadPenalty, lifecycle.h).
   int64_t head_penalties = 0;
+  // Host reads of values that owe nothing to the trace being walked (no boundary), and
+  // the ops run outside traces because their values are read on the host (a batch's
+  // random indices): Tracer::on_host_read.
+  int64_t independent_reads = 0;
+  int64_t host_side_ops = 0;
 
   std::string table() const;
   std::string json() const;

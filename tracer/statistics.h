@@ -41,7 +41,9 @@ struct TraceStatistics {
   int64_t replay_ops = 0;  // ops those runs covered
   int64_t evicted_traces = 0;
   int64_t evicted_ops = 0;
-  int64_t head_penalties = 0;  // false loop heads (HeadPenalty, lifecycle.h)
+  int64_t head_penalties = 0;     // false loop heads (HeadPenalty, lifecycle.h)
+  int64_t host_side_ops = 0;      // ops run outside traces as host-side (tracer.h)
+  int64_t independent_reads = 0;  // host reads that needed no boundary
 
   // Measured time of compiled-trace replays per op (ns); -1 before the first replay.
   double replay_ns_per_op() const {

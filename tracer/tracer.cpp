@@ -1,5 +1,6 @@
 #include "tracer/tracer.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "ops/autograd/record.h"
@@ -18,8 +19,8 @@ namespace {
 DispatchHook* make_hook() { return &Tracer::current(); }
 void flush_hook() { Tracer::current().flush(); }
 // The runtime's host reads (item(), printing, to_vector()): `what` is the detail.
-void sync_hook(const char* what, const SourceSite& site) {
-  Tracer::current().on_sync(BreakCause{BreakReason::HostRead, what}, site);
+bool sync_hook(const char* what, const SourceSite& site, const TensorImpl* read) {
+  return Tracer::current().on_host_read(BreakCause{BreakReason::HostRead, what}, site, read);
 }
 
 struct Registration {
@@ -55,6 +56,13 @@ bool Tracer::loops_allowed() const {
 
 bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                     Tensor* result) {
+  if (!host_sites_.empty() && !target && runs_on_host_side(call)) {
+    lazy::PendingPause independent(true);  // its inputs owe nothing to the walk
+    *result = execute(call, meta);
+    ++statistics_.host_side_ops;
+    note_host_value(*result);
+    return true;
+  }
   if (call.op == OpId::ToDevice && meta.device.is_cpu() && !call.inputs[0].device().is_cpu()) {
     on_sync(BreakCause{BreakReason::CopyToHost, "a copy to the host (.cpu() / .to(\"cpu\"))"},
             SourceSite{});
@@ -243,6 +251,52 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   evict_least_recent(tree_, statistics_);
 }
 
+bool Tracer::runs_on_host_side(const OpCall& call) const {
+  for (const Tensor& in : call.inputs)
+    if (walk_.depends_on(in.impl())) return false;
+  return host_sites_.count(current_op_site()) != 0;
+}
+
+void Tracer::note_host_value(const Tensor& value) {
+  constexpr size_t kKept = 256;  // host-side values are read soon after they are made
+  if (host_values_.size() >= kKept) {
+    std::erase_if(host_values_, [](const auto& v) { return v.second.expired(); });
+    if (host_values_.size() >= kKept)
+      host_values_.erase(host_values_.begin(), host_values_.begin() + kKept / 2);
+  }
+  host_values_.emplace_back(value.impl(), value.impl_ptr());
+}
+
+bool Tracer::is_host_value(const TensorImpl* t) const {
+  for (auto it = host_values_.rbegin(); it != host_values_.rend(); ++it)
+    if (it->first == t && !it->second.expired()) return true;
+  return false;
+}
+
+bool Tracer::on_host_read(const BreakCause& cause, const SourceSite& where,
+                          const TensorImpl* read) {
+  const bool walking = walk_.active() && !walk_.in_boundary &&
+                       (walk_.mode == WalkMode::Record || walk_.mode == WalkMode::Replay);
+  if (walking && read) {
+    if (is_host_value(read) && !walk_.depends_on(read)) {
+      ++statistics_.independent_reads;
+      return true;
+    }
+    // An integer value made only from factories, random draws and host-side values (a
+    // batch's random indices): its ops become host-side. Not one computed from the
+    // trace's inputs, nor a floating one (a loss): that read is the step's boundary.
+    const int value = walk_.values.find(read);
+    if (value >= 0 && regions_.empty() && !is_floating(read->dtype)) {
+      const Walk::Producers from = walk_.producers(value);
+      if (std::all_of(from.externals.begin(), from.externals.end(),
+                      [&](const TensorImpl* t) { return t && is_host_value(t); }))
+        host_sites_.insert(from.sites.begin(), from.sites.end());
+    }
+  }
+  on_sync(cause, where);
+  return false;
+}
+
 void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
   check_break_cause(cause, BreakPhase::Sync);
   if (!walk_.active() || walk_.in_boundary) return;
@@ -309,6 +363,8 @@ void Tracer::reset() {
   tree_ = TraceTree{};
   statistics_ = TraceStatistics{};
   head_penalties_.clear();
+  host_sites_.clear();
+  host_values_.clear();
 }
 
 }  // namespace kiln::tracer

@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "ops/dispatch.h"
@@ -49,6 +50,13 @@ class Tracer final : public DispatchHook {
   // at the current site (current_site(fallback), described only when a trace ends);
   // inside a fullgraph region, raises GraphBreakError.
   void on_sync(const BreakCause& cause, const SourceSite& fallback);
+  // A host read of `read` (null: unknown) at `where`. A value a host-side op made (below)
+  // that does not depend on the walk (walk.h: depends_on) is read without a boundary:
+  // returns true, and the caller reads it under lazy::PendingPause. Otherwise on_sync,
+  // and the sites of the walk's ops the read value came from become host-side; returns
+  // false. (Any other read stays a boundary: an input read to branch on, item() of a
+  // loss.)
+  bool on_host_read(const BreakCause& cause, const SourceSite& where, const TensorImpl* read);
   // Runs pending lazy work without ending the trace (a side exit).
   void flush();
   void region_enter(const RegionOptions& options, const CapturedSite& site);
@@ -72,6 +80,12 @@ class Tracer final : public DispatchHook {
   // Loops close outside regions and outside kiln's own loops (backward, optimizer steps).
   bool loops_allowed() const;
   bool handle(const OpCall& call, const OutputMeta& meta, const Tensor* target, Tensor* result);
+  // A host-side op: its site made a value that was read on the host (host_sites_), and
+  // none of its inputs depends on the walk. It runs eagerly, outside the trace, so the
+  // read of its value later needs no boundary (a batch's random indices, their elements).
+  bool runs_on_host_side(const OpCall& call) const;
+  void note_host_value(const Tensor& value);
+  bool is_host_value(const TensorImpl* t) const;
   // The call is the next op of the compiled path (child): returns its lazy value.
   Tensor replay_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                    TraceNode* child, std::vector<Tensor>& new_externals);
@@ -94,6 +108,9 @@ class Tracer final : public DispatchHook {
   Walk walk_;
   TraceStatistics statistics_;
   std::unordered_map<uint64_t, HeadPenalty> head_penalties_;  // by penalty_key
+  std::unordered_set<SiteId> host_sites_;  // sites of ops whose values were read on the host
+  // The latest values host-side ops made (identity; weak: a dead one is not found).
+  std::vector<std::pair<const TensorImpl*, std::weak_ptr<TensorImpl>>> host_values_;
 };
 
 }  // namespace kiln::tracer

@@ -55,6 +55,7 @@ void Walk::clear() {
   outputs.clear();
   values.clear();
   external_of.clear();
+  written.clear();
   pending_token.reset();
   eager_ns = 0;
   exit_cause.reset();
@@ -174,6 +175,34 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
   node->last_use = tick;
   outputs.push_back(value.impl_ptr());
   values.set(value.impl_ptr(), node->depth - 1);
+  if (node->op.in_place && value.impl()->storage) written.push_back(value.impl()->storage.get());
+}
+
+bool Walk::depends_on(const TensorImpl* t) const {
+  if (t->storage == nullptr || values.find(t) >= 0) return true;
+  return std::find(written.begin(), written.end(), t->storage.get()) != written.end();
+}
+
+Walk::Producers Walk::producers(int value) const {
+  const std::vector<const TraceOp*> ops = node->path();
+  std::vector<bool> seen(ops.size(), false);
+  std::vector<int> stack = {value};
+  Producers found;
+  while (!stack.empty()) {
+    const int i = stack.back();
+    stack.pop_back();
+    if (i < 0 || i >= static_cast<int>(ops.size()) || seen[i]) continue;
+    seen[i] = true;
+    if (ops[i]->site != 0) found.sites.push_back(ops[i]->site);
+    for (const InputRef& in : ops[i]->inputs) {
+      if (in.kind == InputRef::Kind::Value)
+        stack.push_back(in.index);
+      else
+        found.externals.push_back(externals[in.index].impl());
+    }
+    if (ops[i]->in_place) found.externals.push_back(nullptr);  // writes: never host-side
+  }
+  return found;
 }
 
 Tensor Walk::make_lazy(const OutputMeta& meta) {

@@ -58,6 +58,7 @@ struct Walk {
   std::vector<std::weak_ptr<TensorImpl>> outputs;  // per op: the tensor the user got
   ImplMap values;                                  // tensor -> op producing its current value
   ImplMap external_of;                             // tensor -> external input slot
+  std::vector<const Storage*> written;             // storages this walk writes in place
   std::shared_ptr<PendingValue> pending_token;
   int64_t eager_ns = 0;                  // time this walk ran ops eagerly
   std::optional<BreakCause> exit_cause;  // why it left its compiled path (for recompiles)
@@ -85,6 +86,17 @@ struct Walk {
   // Moves to `next` and appends a matched or recorded op's inputs, scalars and result.
   void commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
               const Tensor& value);
+  // Whether t's value now depends on this walk: it is one of the walk's values (lazy
+  // while replaying), has no memory yet, or shares memory the walk writes in place. The
+  // same answer when recording and replaying the same path (structure, not timing).
+  bool depends_on(const TensorImpl* t) const;
+  // The sites of the walk's ops that the value of op `value` comes from (its inputs'
+  // producers, transitively), and the external inputs those ops read.
+  struct Producers {
+    std::vector<SiteId> sites;
+    std::vector<const TensorImpl*> externals;
+  };
+  Producers producers(int value) const;
   // A tensor with the op's metadata whose value the compiled trace computes later.
   Tensor make_lazy(const OutputMeta& meta);
   // The walked path as a program (live: the values the user still holds).

@@ -86,3 +86,52 @@ def test_different_shapes_never_use_a_stale_plan(rng):
         # a sum that cancels to near 0.
         np.testing.assert_allclose(f(x).numpy(), (x.numpy() * 2).sum(-1), rtol=1e-5,
                                    atol=1e-5 * n)
+
+
+
+def attention_adamw_steps(traced, weights, x, target, steps):
+    """AdamW inside the step of an attention whose keys have a bias: softmax ignores a
+    shift shared by all keys, so that bias's gradient is exactly 0 and what arrives is
+    rounding noise (about 1e-9), which Adam normalizes into lr-sized updates. Eager and
+    the fused kernels round differently, so the two update it differently; both are as
+    close to the float64 result."""
+    params = [kiln.tensor(w, requires_grad=True) for w in weights]
+    opt = kiln.optim.AdamW(params, lr=1e-2, weight_decay=0.1)
+    xs, ys = t(x), t(target)
+    kiln.set_tracing(traced)
+    losses = []
+    try:
+        for _ in range(steps):
+            wq, wk, wv, key_bias = params
+            q, k, v = xs @ wq, xs @ wk + key_bias, xs @ wv
+            att = kiln.nn.functional.softmax((q @ k.transpose(-2, -1)) * 0.25, dim=-1)
+            loss = ((att @ v - ys) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    finally:
+        kiln.set_tracing(True)
+    return np.array(losses), [p.detach().numpy().copy() for p in params]
+
+
+def test_optimizer_step_in_a_trace_passes_verify(rng):
+    steps, lr = 8, 1e-2
+    weights = [(rng.standard_normal((16, 16)) * 0.3).astype(np.float32) for _ in range(3)]
+    weights.append((rng.standard_normal(16) * 0.1).astype(np.float32))
+    x = rng.standard_normal((4, 16, 16)).astype(np.float32)
+    target = rng.standard_normal((4, 16, 16)).astype(np.float32)
+    eager_losses, eager_params = attention_adamw_steps(False, weights, x, target, steps)
+    previous = kiln.set_config(verify=True)  # every replay also runs eagerly and must agree
+    try:
+        kiln.reset()
+        traced_losses, traced_params = attention_adamw_steps(True, weights, x, target, steps)
+        replays = sum(tr["replays"] for tr in kiln.explain().traces)
+    finally:
+        kiln.set_config(**previous)
+    assert replays >= 5  # the step ran compiled, under verify, several times
+    np.testing.assert_allclose(traced_losses, eager_losses, rtol=1e-4, atol=1e-6)
+    for traced, eager in zip(traced_params[:3], eager_params[:3]):
+        np.testing.assert_allclose(traced, eager, rtol=1e-3, atol=1e-5)
+    # The key bias moves by weight decay and rounding noise only: at most lr a step.
+    assert np.abs(traced_params[3] - weights[3]).max() <= steps * lr * 1.01
