@@ -12,6 +12,7 @@
 #include "ops/registry.h"
 
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -378,30 +379,31 @@ TEST(CudaCodegen, ACompileErrorInOneProgramIsThrownAfterAllThreadsFinish) {
 }
 
 // The timing table of docs/results/nvrtc_compile_cpu.txt (run with
-// --gtest_also_run_disabled_tests): NVRTC ms per program size, on 1 and 2 threads.
+// --gtest_also_run_disabled_tests; KILN_TABLE_CHEAP=1 for 3-op kernels): wall and
+// process CPU ms of compile_programs for n different kernels on 1 and 2 threads.
 TEST(CudaCodegen, DISABLED_CompileTimeTable) {
   const std::string& prelude = cuda_backend::cuda_prelude();
   const bool cheap = std::getenv("KILN_TABLE_CHEAP") != nullptr;
-  std::printf("%s kernels\n%-28s %10s %10s %12s\n", cheap ? "cheap (3 arithmetic ops)" : "math",
-              "kernels (programs)", "1 thread", "2 threads", "ms/kernel(1)");
-  for (size_t n : {size_t{0}, size_t{1}, size_t{8}, size_t{16}, size_t{64}, size_t{128}}) {
+  std::printf("%s kernels; n = 0: the prelude alone\n%8s %9s | %10s %10s | %10s %10s %9s\n",
+              cheap ? "cheap (3 arithmetic ops)" : "math (2 unary + 1 binary op)", "kernels",
+              "programs", "1t wall", "1t cpu", "2t wall", "2t cpu", "cpu/kern");
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4}, size_t{8}, size_t{16}, size_t{64}}) {
     const auto kernels = distinct_kernels(n, cheap);
-    double ms[2];
-    size_t programs = 0;
+    double wall[2], cpu[2];
+    size_t programs = 1;
     for (int threads : {1, 2}) {
       const auto t0 = std::chrono::steady_clock::now();
-      if (n == 0) {
-        cuda_backend::compile_cubin(prelude, "sm_90");  // the prelude alone
-        programs = 1;
-      } else {
+      const std::clock_t c0 = std::clock();
+      if (n == 0)
+        cuda_backend::compile_cubin(prelude, "sm_90");
+      else
         programs = cuda_backend::compile_programs(prelude, kernels, "sm_90", threads).size();
-      }
-      ms[threads - 1] =
+      cpu[threads - 1] = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+      wall[threads - 1] =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     }
-    std::printf("%-28s %10.1f %10.1f %12.2f\n",
-                (std::to_string(n) + " (" + std::to_string(programs) + " at 2 threads)").c_str(),
-                ms[0], ms[1], n ? ms[0] / static_cast<double>(n) : 0.0);
+    std::printf("%8zu %9zu | %10.0f %10.0f | %10.0f %10.0f %9.0f\n", n, programs, wall[0], cpu[0],
+                wall[1], cpu[1], n ? cpu[0] / static_cast<double>(n) : 0.0);
   }
 }
 
