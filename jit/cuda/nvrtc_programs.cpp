@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <system_error>
 #include <thread>
 
 #include "jit/cuda/nvrtc_compiler.h"
