@@ -1,13 +1,14 @@
 // The CUDA trace backend: for the compile driver (jit/compile_driver.h), the epilogue
 // pass (matmul + bias + activation as one cuBLASLt GEMM) and CUDA C for every fusion
-// group, named by its content and compiled by NVRTC (kernels loaded already are reused,
-// the rest compiled as a few programs in parallel; jit/cuda/nvrtc_compiler.h) -> FusedCudaTrace,
-// replayed as one CUDA Graph (jit/cuda/cuda_graph_plan.h). Library calls (cuBLAS, eager kernels)
-// run inside the graph too; a value a library call computes for the user is written to a plan-owned
-// buffer and copied out by a memcpy node, so the call's pointers stay put across
-// replays. A group that cannot be lowered or compiled runs eagerly (noted); a program
-// not entirely on one CUDA device is declined. The graph is given up (noted) when the
-// stream cannot be captured or library arguments change on every replay (random ops).
+// group, named by its content and compiled by NVRTC (kernels loaded already are
+// reused, the rest compiled as a few programs in parallel; jit/cuda/nvrtc_compiler.h)
+// -> FusedCudaTrace, replayed as one CUDA Graph (jit/cuda/cuda_graph_plan.h). Library
+// calls (cuBLAS, eager kernels) run inside the graph too; a value a library call
+// computes for the user is written to a plan-owned buffer and copied out by a memcpy
+// node, so the call's pointers stay put across replays. A group that cannot be lowered
+// or compiled runs eagerly (noted); a program not entirely on one CUDA device is
+// declined. The graph is given up (noted) when the stream cannot be captured or library
+// arguments change on every replay (random ops).
 #include <cuda_runtime.h>
 
 #include <algorithm>
