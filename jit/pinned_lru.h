@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kiln::jit {
 
@@ -38,7 +39,10 @@ class PinnedLru {
 
   // Adds value as the most recent entry, then drops the least recently used entries no
   // one else holds until the table fits its limit again. Returns how many it dropped.
-  int64_t insert(const std::string& key, std::shared_ptr<T> value) {
+  // With `dropped`, the dropped values are moved there instead of destroyed, so the
+  // caller can destroy them (unload code) after releasing its lock.
+  int64_t insert(const std::string& key, std::shared_ptr<T> value,
+                 std::vector<std::shared_ptr<T>>* dropped_values = nullptr) {
     order_.push_front(key);
     entries_[key] = Entry{std::move(value), order_.begin()};
     int64_t dropped = 0;
@@ -46,6 +50,7 @@ class PinnedLru {
     while (entries_.size() > max_entries_ && --it != order_.begin()) {  // the new one stays
       auto e = entries_.find(*it);
       if (e->second.value.use_count() > 1) continue;  // a compiled trace holds it
+      if (dropped_values) dropped_values->push_back(std::move(e->second.value));
       entries_.erase(e);
       it = order_.erase(it);
       ++dropped;

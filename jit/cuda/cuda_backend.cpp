@@ -1,12 +1,14 @@
 // The CUDA trace backend: for the compile driver (jit/compile_driver.h), the epilogue
 // pass (matmul + bias + activation as one cuBLASLt GEMM) and CUDA C for every fusion
-// group, compiled by NVRTC as one program -> FusedCudaTrace, replayed as one CUDA Graph
-// (jit/cuda/cuda_graph_plan.h). Library calls (cuBLAS, eager kernels) run inside the
-// graph too; a value a library call computes for the user is written to a plan-owned
-// buffer and copied out by a memcpy node, so the call's pointers stay put across
-// replays. A group that cannot be lowered or compiled runs eagerly (noted); a program
-// not entirely on one CUDA device is declined. The graph is given up (noted) when the
-// stream cannot be captured or library arguments change on every replay (random ops).
+// group, named by its content and compiled by NVRTC (kernels loaded already are
+// reused, the rest compiled as a few programs in parallel; jit/cuda/nvrtc_compiler.h)
+// -> FusedCudaTrace, replayed as one CUDA Graph (jit/cuda/cuda_graph_plan.h). Library
+// calls (cuBLAS, eager kernels) run inside the graph too; a value a library call
+// computes for the user is written to a plan-owned buffer and copied out by a memcpy
+// node, so the call's pointers stay put across replays. A group that cannot be lowered
+// or compiled runs eagerly (noted); a program not entirely on one CUDA device is
+// declined. The graph is given up (noted) when the stream cannot be captured or library
+// arguments change on every replay (random ops).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -36,6 +38,7 @@ struct CudaKernel {
   ArgsLayout layout;
   void* fn = nullptr;
   std::shared_ptr<const void> pin;  // keeps fn's library loaded (NvrtcCompiler's LRU)
+  std::string name;                 // kernel_name() of its definition
   unsigned block = 256;
   unsigned block_y = 1;  // row kernels in warp mode: rows per block
   unsigned grid = 1;
@@ -67,9 +70,10 @@ class FusedCudaTrace final : public FusedTrace {
   FusedCudaTrace(TraceProgram program, FusionPlan plan, MemoryPlan memory,
                  std::vector<std::unique_ptr<CudaKernel>> kernels,
                  std::map<int, FoldedMatmul> folds, std::map<int, std::unique_ptr<LtMatmul>> gemms,
-                 Device device)
+                 Device device, std::string compile_note)
       : FusedTrace(std::move(program), std::move(plan), std::move(memory)),
         kernels_(std::move(kernels)),
+        compile_note_(std::move(compile_note)),
         folds_(std::move(folds)),
         gemms_(std::move(gemms)),
         device_(device),
@@ -210,6 +214,7 @@ class FusedCudaTrace final : public FusedTrace {
   const char* backend_name() const override { return "nvrtc"; }
   std::vector<std::string> notes() const override {
     std::vector<std::string> out = FusedTrace::notes();
+    if (!compile_note_.empty()) out.push_back("nvrtc: " + compile_note_);
     std::lock_guard<std::mutex> lock(mutex_);
     const GraphStats& g = graph_.stats();
     if (!graph_off_.empty())
@@ -339,6 +344,7 @@ class FusedCudaTrace final : public FusedTrace {
   }
 
   std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
+  std::string compile_note_;                          // how its kernels were compiled
   std::map<int, FoldedMatmul> folds_;                 // library steps that are a folded GEMM
   std::map<int, std::unique_ptr<LtMatmul>> gemms_;    // ... and their cuBLASLt plans
   Device device_;
@@ -358,7 +364,8 @@ class FusedCudaTrace final : public FusedTrace {
 };
 
 // One attempt's CUDA code: the epilogue pass's GEMMs, then the CUDA C of every kernel
-// group, compiled by NVRTC as one program in finish().
+// group, each named by a hash of its definition (identical groups share one kernel),
+// loaded or compiled by NvrtcCompiler in finish().
 class CudaKernelBuild final : public KernelBuild {
  public:
   CudaKernelBuild(Device device, int sms) : device_(device), sms_(sms) {}
@@ -378,9 +385,9 @@ class CudaKernelBuild final : public KernelBuild {
     auto k = std::make_unique<CudaKernel>();
     k->lowered = std::move(lowered);
     k->layout = args_layout(k->lowered.kernel);
-    const std::string name = "kiln_k" + std::to_string(s);
-    source_ += "\n" + emit_cuda_kernel(k->lowered.kernel, name);
-    names_.push_back(name);
+    k->name = kernel_name(emit_cuda_kernel(k->lowered.kernel, "kiln_k"));
+    if (source_of_.emplace(k->name, sources_.size()).second)
+      sources_.push_back({k->name, emit_cuda_kernel(k->lowered.kernel, k->name)});
     kernel_steps_.push_back(s);
     choose_launch(*k, sms_);
     if (kernels_.size() <= s) kernels_.resize(s + 1);
@@ -388,23 +395,27 @@ class CudaKernelBuild final : public KernelBuild {
   }
 
   void finish() override {
-    if (names_.empty()) return;
-    const CudaModule module = NvrtcCompiler::instance().get(source_, names_, device_.index);
-    for (size_t q = 0; q < names_.size(); ++q) {
-      kernels_[kernel_steps_[q]]->fn = module.kernels[q];
-      kernels_[kernel_steps_[q]]->pin = module.pin;
+    if (kernel_steps_.empty()) return;
+    const CudaKernels loaded =
+        NvrtcCompiler::instance().get(cuda_prelude(), sources_, device_.index);
+    for (size_t s : kernel_steps_) {
+      CudaKernel& k = *kernels_[s];
+      const size_t q = source_of_.at(k.name);
+      k.fn = loaded.kernels[q];
+      k.pin = loaded.pins[q];
     }
-    static const char* const sources[] = {"memory", "disk cache", "compiled"};
-    timing_ = "nvrtc program of " + std::to_string(names_.size()) + " kernel(s) for " +
-              module.arch + ": " + std::to_string(module.ms) + " ms (" +
-              sources[static_cast<int>(module.source)] + ")\n";
+    note_ = loaded.summary(kernel_steps_.size());
   }
 
-  void dump(const DebugDump& dump) const override { dump.write("kernels.cu", source_); }
+  void dump(const DebugDump& dump) const override {
+    std::string text = cuda_prelude();
+    for (const KernelSource& d : sources_) text += "\n" + d.body;
+    dump.write("kernels.cu", text);
+  }
 
   std::string compile_report() const override {
     return NvrtcCompiler::instance().version() +
-           "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" + timing_;
+           "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" + note_ + "\n";
   }
 
   std::unique_ptr<tracer::Executable> instantiate(const TraceProgram& program, FusionPlan plan,
@@ -412,7 +423,7 @@ class CudaKernelBuild final : public KernelBuild {
     kernels_.resize(plan.steps.size());
     return std::make_unique<FusedCudaTrace>(program, std::move(plan), std::move(memory),
                                             std::move(kernels_), std::move(folds_),
-                                            std::move(gemms_), device_);
+                                            std::move(gemms_), device_, note_);
   }
 
  private:
@@ -421,10 +432,10 @@ class CudaKernelBuild final : public KernelBuild {
   std::map<int, FoldedMatmul> folds_;  // by step, from the epilogue pass
   std::map<int, std::unique_ptr<LtMatmul>> gemms_;
   std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
-  std::string source_ = cuda_prelude();
-  std::vector<std::string> names_;
-  std::vector<size_t> kernel_steps_;
-  std::string timing_;
+  std::vector<KernelSource> sources_;                 // each different kernel's definition, once
+  std::map<std::string, size_t> source_of_;           // name -> its index in sources_
+  std::vector<size_t> kernel_steps_;                  // the steps that are kernels, in order
+  std::string note_;  // how finish() got them (CudaKernels::summary)
 };
 
 class NvrtcCudaBackend final : public JitBackend {

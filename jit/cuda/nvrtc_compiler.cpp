@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "jit/debug_dump.h"
@@ -90,10 +92,23 @@ std::string compile_cubin(const std::string& source, const std::string& arch) {
   return cubin;
 }
 
+std::string CudaKernels::summary(size_t requested) const {
+  std::string s = std::to_string(requested) + " kernel(s), " + std::to_string(unique) +
+                  " different: " + std::to_string(reused) + " loaded already, " +
+                  std::to_string(from_disk) + " from disk, " + std::to_string(compiled) +
+                  " compiled";
+  if (compiled)
+    s += " as " + std::to_string(programs) + " program(s) on " + std::to_string(threads) +
+         " thread(s) (" + std::to_string(static_cast<int64_t>(nvrtc_ms)) +
+         " ms of NVRTC time in all)";
+  return s + ", " + std::to_string(static_cast<int64_t>(ms)) + " ms wall, " + arch;
+}
+
 struct NvrtcCompiler::Impl {
-  // A loaded library, unloaded when the last reference goes. The table holds one and each
-  // compiled trace using it one more (CudaModule::pin); an entry is evicted only while
-  // the table's is the only one (under the mutex), so no trace can still launch from it.
+  // A loaded library (one program's CUBIN), unloaded when the last reference goes: the
+  // LRU holds one, each compiled trace using one of its kernels one more (its pin). The
+  // LRU drops it only while its reference is the only one (under the mutex), so no trace
+  // can still launch from it; the kernel table's weak references never count.
   struct Library {
     cudaLibrary_t lib = nullptr;
     ~Library() {
@@ -107,9 +122,64 @@ struct NvrtcCompiler::Impl {
       if (cudaLibraryUnload(lib) != cudaSuccess) cudaGetLastError();
     }
   };
+  struct TableEntry {
+    void* fn = nullptr;  // cudaKernel_t
+    std::weak_ptr<Library> library;
+    std::string program;  // the library's LRU key
+  };
+  using Dropped = std::vector<std::shared_ptr<Library>>;
+
+  // The library of a CUBIN, or null (the CUDA error cleared, its code in *error) when the
+  // driver refuses it.
+  static std::shared_ptr<Library> load_library(const std::string& cubin, cudaError_t* error) {
+    cudaLibrary_t lib = nullptr;
+    *error = cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+    if (*error != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    auto library = std::make_shared<Library>();
+    library->lib = lib;
+    return library;
+  }
+
+  // The kernels `names` of a library; false (the CUDA error cleared) if one is missing.
+  static bool kernels_of(const Library& library, const std::vector<std::string>& names,
+                         std::vector<void*>& fns) {
+    fns.clear();
+    for (const std::string& name : names) {
+      cudaKernel_t k = nullptr;
+      if (cudaLibraryGetKernel(&k, library.lib, name.c_str()) != cudaSuccess || !k) {
+        cudaGetLastError();
+        return false;
+      }
+      fns.push_back(reinterpret_cast<void*>(k));
+    }
+    return true;
+  }
+
+  // A library of the kernels `names`, entered in the LRU (if new) and the kernel table.
+  // Libraries the LRU drops go to `dropped`, destroyed by the caller after the lock.
+  void adopt(const std::string& program, const std::shared_ptr<Library>& library,
+             const std::vector<std::string>& keys, const std::vector<void*>& fns,
+             Dropped& dropped) {
+    std::lock_guard<std::mutex> lock(mutex);
+    // Another thread may have loaded the same program meanwhile: its library stays the
+    // LRU's; this one lives while the kernels' pins do (the table's entries expire then).
+    if (!loaded.find(program)) stats.evicted += loaded.insert(program, library, &dropped);
+    for (size_t q = 0; q < keys.size(); ++q) table[keys[q]] = TableEntry{fns[q], library, program};
+    if (table.size() > sweep_at) {
+      for (auto it = table.begin(); it != table.end();)
+        it = it->second.library.expired() ? table.erase(it) : std::next(it);
+      sweep_at = std::max<size_t>(4096, 2 * table.size());
+    }
+  }
+
   std::mutex mutex;
-  KernelCache cache{"cuda"};
-  PinnedLru<Library> loaded;  // key -> library
+  KernelCache cache{"cuda"};                          // thread-safe (files renamed into place)
+  PinnedLru<Library> loaded;                          // program key -> library (the owner)
+  std::unordered_map<std::string, TableEntry> table;  // kernel key -> kernel
+  size_t sweep_at = 4096;
   NvrtcStats stats;
   std::string version;
 };
@@ -127,58 +197,126 @@ NvrtcCompiler& NvrtcCompiler::instance() {
   return *compiler;
 }
 
-CudaModule NvrtcCompiler::get(const std::string& source, const std::vector<std::string>& names,
-                              int device) {
+CudaKernels NvrtcCompiler::get(const std::string& prelude, const std::vector<KernelSource>& kernels,
+                               int device) {
   const auto t0 = std::chrono::steady_clock::now();
-  CudaModule out;
+  CudaKernels out;
   out.arch = arch_of(device);
-  const std::string key = "cuda-" + hex64(fnv1a(source)) + "-" + hex64(fnv1a(source, 7)) + "-" +
-                          out.arch + "-" + impl_->version + "-" + hex64(headers_digest());
-  std::lock_guard<std::mutex> lock(impl_->mutex);
-  cudaLibrary_t lib = nullptr;
-  std::shared_ptr<Impl::Library> library;
-  if ((library = impl_->loaded.find(key))) {
-    lib = library->lib;
-    out.source = CudaModule::Source::Memory;
-    ++impl_->stats.memory_hits;
-  } else {
-    std::string cubin;
-    if (auto cached = impl_->cache.load(key)) {
-      cubin = std::move(*cached);
-      out.source = CudaModule::Source::Disk;
-    } else {
-      cubin = compile_cubin(source, out.arch);
-      out.source = CudaModule::Source::Compiled;
+  // What a kernel's code depends on besides its definition.
+  const std::string suffix =
+      "-" + out.arch + "-" + impl_->version + "-" + hex64(fnv1a(prelude, headers_digest()));
+  auto kernel_key = [&](const std::string& name) { return "kernel-" + name + suffix; };
+
+  std::unordered_map<std::string, size_t> slot;  // name -> its index in `unique`
+  std::vector<const KernelSource*> unique;
+  for (const KernelSource& k : kernels)
+    if (slot.emplace(k.name, unique.size()).second) unique.push_back(&k);
+  out.unique = static_cast<int64_t>(unique.size());
+  std::vector<void*> fn(unique.size(), nullptr);
+  std::vector<std::shared_ptr<Impl::Library>> lib(unique.size());
+
+  // 1. Kernels loaded already (a table hit marks its library recently used).
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (size_t u = 0; u < unique.size(); ++u) {
+      auto it = impl_->table.find(kernel_key(unique[u]->name));
+      if (it == impl_->table.end()) continue;
+      if (!(lib[u] = it->second.library.lock())) continue;
+      fn[u] = it->second.fn;
+      impl_->loaded.find(it->second.program);
+      ++out.reused;
     }
-    const cudaError_t e =
-        cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
-    if (e != cudaSuccess && out.source == CudaModule::Source::Disk) {
-      // A cached CUBIN the driver refuses (another driver, a bad file that passed the
-      // checksum): compile afresh.
-      cudaGetLastError();
-      cubin = compile_cubin(source, out.arch);
-      out.source = CudaModule::Source::Compiled;
-      check_cuda(cudaLibraryLoadData(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-                 "cudaLibraryLoadData");
-    } else {
-      check_cuda(e, "cudaLibraryLoadData");
-    }
-    if (out.source == CudaModule::Source::Compiled) {
-      impl_->cache.store(key, cubin);
-      ++impl_->stats.compiled;
-    } else {
-      ++impl_->stats.disk_hits;
-    }
-    library = std::make_shared<Impl::Library>();
-    library->lib = lib;
-    impl_->stats.evicted += impl_->loaded.insert(key, library);
+    impl_->stats.memory_hits += out.reused;
   }
-  for (const std::string& name : names) {
-    cudaKernel_t k = nullptr;
-    check_cuda(cudaLibraryGetKernel(&k, lib, name.c_str()), "cudaLibraryGetKernel");
-    out.kernels.push_back(reinterpret_cast<void*>(k));
+
+  // 2. The disk cache: kernel -> its program's key -> that program's CUBIN.
+  Impl::Dropped dropped;  // destroyed (unloaded) at return, after every lock
+  std::map<std::string, std::vector<size_t>> on_disk;  // program key -> kernels
+  std::vector<size_t> missing;
+  for (size_t u = 0; u < unique.size(); ++u) {
+    if (lib[u]) continue;
+    if (auto program = impl_->cache.load(kernel_key(unique[u]->name)))
+      on_disk[*program].push_back(u);
+    else
+      missing.push_back(u);
   }
-  out.pin = library;
+  for (const auto& [program, us] : on_disk) {
+    std::shared_ptr<Impl::Library> library;
+    {
+      std::lock_guard<std::mutex> lock(impl_->mutex);
+      library = impl_->loaded.find(program);  // loaded already for its other kernels
+    }
+    cudaError_t refused = cudaSuccess;
+    if (!library)
+      if (auto cubin = impl_->cache.load(program)) library = Impl::load_library(*cubin, &refused);
+    std::vector<std::string> names, keys;
+    for (size_t u : us) {
+      names.push_back(unique[u]->name);
+      keys.push_back(kernel_key(unique[u]->name));
+    }
+    std::vector<void*> fns;
+    // A missing or refused CUBIN (another driver, a file that passed the checksum yet is
+    // bad), or an index entry naming the wrong program: compile those kernels afresh.
+    if (!library || !Impl::kernels_of(*library, names, fns)) {
+      missing.insert(missing.end(), us.begin(), us.end());
+      continue;
+    }
+    impl_->adopt(program, library, keys, fns, dropped);
+    for (size_t q = 0; q < us.size(); ++q) {
+      fn[us[q]] = fns[q];
+      lib[us[q]] = library;
+    }
+    out.from_disk += static_cast<int64_t>(us.size());
+  }
+
+  // 3. Compile the rest, several programs at once, none under the mutex.
+  if (!missing.empty()) {
+    std::sort(missing.begin(), missing.end());  // the trace's order: stable program keys
+    std::vector<KernelSource> sources;
+    for (size_t u : missing) sources.push_back(*unique[u]);
+    const int threads = nvrtc_threads();
+    const std::vector<CompiledProgram> programs =
+        compile_programs(prelude, sources, out.arch, threads);
+    out.threads = static_cast<int>(std::min<size_t>(programs.size(), threads));
+    for (const CompiledProgram& p : programs) {
+      const std::string program =
+          "cuda-" + hex64(fnv1a(p.source)) + "-" + hex64(fnv1a(p.source, 7)) + suffix;
+      cudaError_t refused = cudaSuccess;
+      std::shared_ptr<Impl::Library> library = Impl::load_library(p.cubin, &refused);
+      if (!library) check_cuda(refused, "cudaLibraryLoadData");
+      std::vector<std::string> names, keys;
+      for (size_t q : p.kernels) {
+        names.push_back(sources[q].name);
+        keys.push_back(kernel_key(sources[q].name));
+      }
+      std::vector<void*> fns;
+      if (!Impl::kernels_of(*library, names, fns))
+        throw std::runtime_error("[cuda jit] cudaLibraryGetKernel: a compiled kernel is missing");
+      impl_->cache.store(program, p.cubin);  // the program first, then its index entries
+      for (const std::string& key : keys) impl_->cache.store(key, program);
+      impl_->adopt(program, library, keys, fns, dropped);
+      for (size_t q = 0; q < p.kernels.size(); ++q) {
+        const size_t u = missing[p.kernels[q]];
+        fn[u] = fns[q];
+        lib[u] = library;
+      }
+      out.nvrtc_ms += p.ms;
+    }
+    out.compiled = static_cast<int64_t>(missing.size());
+    out.programs = static_cast<int64_t>(programs.size());
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stats.compiled += out.compiled;
+    impl_->stats.programs += out.programs;
+  }
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->stats.disk_hits += out.from_disk;
+  }
+  for (const KernelSource& k : kernels) {
+    const size_t u = slot.at(k.name);
+    out.kernels.push_back(fn[u]);
+    out.pins.push_back(lib[u]);
+  }
   out.ms = ms_since(t0);
   return out;
 }
@@ -187,6 +325,7 @@ NvrtcStats NvrtcCompiler::stats() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   NvrtcStats s = impl_->stats;
   s.resident = static_cast<int64_t>(impl_->loaded.size());
+  s.table = static_cast<int64_t>(impl_->table.size());
   return s;
 }
 

@@ -7,8 +7,16 @@
 #ifdef KILN_WITH_CUDA
 #include "jit/cuda/cuda_codegen.h"
 #include "jit/cuda/nvrtc_compiler.h"
+#include "jit/cuda/nvrtc_programs.h"
 #include "ops/pointwise_math.h"
 #include "ops/registry.h"
+
+#include <chrono>
+#include <ctime>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
 
 namespace {
 
@@ -192,6 +200,211 @@ TEST(CudaCodegen, ArgumentLayoutIsOneWordPerPointerSizeStrideScalarAndTheWork) {
   EXPECT_NE(
       cuda_backend::emit_cuda_kernel(k, "f").find("KilnArgs<" + std::to_string(l.words()) + ">"),
       std::string::npos);
+}
+
+// The i-th of many different small pointwise kernels: f(x) op g(y), ops picked by i.
+Kernel distinct_kernel(size_t i) {
+  std::vector<kiln::OpId> unary = ops_with_functor(false), binary;
+  for (kiln::OpId op : ops_with_functor(true))
+    if (kiln::op_info(op).dtype_rule != kiln::DTypeRule::Bool) binary.push_back(op);
+  Builder b;
+  b.k.rank = 1;
+  const DType f = DType::Float32;
+  const int32_t x = b.load(b.operand(f, InnerStride::Contiguous, false), f);
+  const int32_t y = b.load(b.operand(f, InnerStride::Contiguous, false), f);
+  const size_t u = unary.size();
+  const int32_t a = b.math(unary[i % u], f, x);
+  const int32_t c = b.math(unary[(i / u) % u], f, y);
+  b.store(b.math(binary[(i / u / u) % binary.size()], f, a, c),
+          b.operand(f, InnerStride::Contiguous, true));
+  return b.k;
+}
+
+// The i-th of many different cheap kernels (a bias-add-activation's size): x, y and z
+// combined by three arithmetic ops picked by i.
+Kernel cheap_kernel(size_t i) {
+  using kiln::OpId;
+  const OpId ops[] = {OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Maximum, OpId::Minimum};
+  Builder b;
+  b.k.rank = 1;
+  const DType f = DType::Float32;
+  int32_t acc = b.load(b.operand(f, InnerStride::Contiguous, false), f);
+  for (int d = 0; d < 3; ++d, i /= 6)
+    acc = b.math(ops[i % 6], f, acc, b.load(b.operand(f, InnerStride::Contiguous, false), f));
+  b.store(acc, b.operand(f, InnerStride::Contiguous, true));
+  return b.k;
+}
+
+// n different kernels, named by their content as the CUDA backend names them.
+std::vector<cuda_backend::KernelSource> distinct_kernels(size_t n, bool cheap = false) {
+  std::vector<cuda_backend::KernelSource> out;
+  for (size_t i = 0; i < n; ++i) {
+    const Kernel k = cheap ? cheap_kernel(i) : distinct_kernel(i);
+    const std::string name = cuda_backend::kernel_name(cuda_backend::emit_cuda_kernel(k, "kiln_k"));
+    out.push_back({name, cuda_backend::emit_cuda_kernel(k, name)});
+  }
+  return out;
+}
+
+// The bytes of each kernel's code section (".text.<name>") in a CUBIN (an ELF64 file).
+std::map<std::string, std::string> kernel_code(const std::string& cubin) {
+  auto u16 = [&](size_t at) {
+    uint16_t v;
+    std::memcpy(&v, cubin.data() + at, 2);
+    return static_cast<size_t>(v);
+  };
+  auto u32 = [&](size_t at) {
+    uint32_t v;
+    std::memcpy(&v, cubin.data() + at, 4);
+    return static_cast<size_t>(v);
+  };
+  auto u64 = [&](size_t at) {
+    uint64_t v;
+    std::memcpy(&v, cubin.data() + at, 8);
+    return static_cast<size_t>(v);
+  };
+  std::map<std::string, std::string> out;
+  if (cubin.size() < 64 ||
+      cubin.compare(0, 4,
+                    "\x7f"
+                    "ELF") != 0 ||
+      cubin[4] != 2)
+    return out;
+  const size_t shoff = u64(0x28), shentsize = u16(0x3a), shnum = u16(0x3c), shstrndx = u16(0x3e);
+  const size_t names_at = u64(shoff + shstrndx * shentsize + 0x18);
+  for (size_t i = 0; i < shnum; ++i) {
+    const size_t h = shoff + i * shentsize;
+    const std::string name(cubin.data() + names_at + u32(h));
+    if (name.rfind(".text.", 0) == 0)
+      out[name.substr(6)] = cubin.substr(u64(h + 0x18), u64(h + 0x20));
+  }
+  return out;
+}
+
+TEST(CudaCodegen, IdenticalKernelsGetOneNameAndDifferentKernelsDifferentNames) {
+  const Kernel a = every_op(DType::Float32, InnerStride::Contiguous, 1);
+  const Kernel b = every_op(DType::Float32, InnerStride::Strided, 1);
+  const std::string na = cuda_backend::kernel_name(cuda_backend::emit_cuda_kernel(a, "kiln_k"));
+  EXPECT_EQ(na, cuda_backend::kernel_name(cuda_backend::emit_cuda_kernel(
+                    every_op(DType::Float32, InnerStride::Contiguous, 1), "kiln_k")));
+  EXPECT_NE(na, cuda_backend::kernel_name(cuda_backend::emit_cuda_kernel(b, "kiln_k")));
+  EXPECT_EQ(na.size(), 5u + 32u);
+  EXPECT_EQ(na.rfind("kiln_", 0), 0u);
+  const auto many = distinct_kernels(64);
+  for (size_t i = 0; i < many.size(); ++i)
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(many[i].name, many[j].name) << i << " " << j;
+}
+
+TEST(CudaCodegen, ProgramsAreAtLeastTheMinimumSizeAndAtMostOnePerThread) {
+  using cuda_backend::chunk_kernels;
+  const size_t m = cuda_backend::kMinKernelsPerProgram;
+  EXPECT_TRUE(chunk_kernels(0, 16).empty());
+  EXPECT_EQ(chunk_kernels(1, 16).size(), 1u);
+  EXPECT_EQ(chunk_kernels(2 * m - 1, 16).size(), 1u);  // a small trace: one program
+  EXPECT_EQ(chunk_kernels(2 * m, 16).size(), 2u);
+  EXPECT_EQ(chunk_kernels(1000, 1).size(), 1u);
+  for (size_t n : {size_t{1}, 2 * m, 5 * m + 3, size_t{375}, size_t{4096}}) {
+    for (int threads : {1, 2, 3, 16}) {
+      const auto chunks = chunk_kernels(n, threads);
+      EXPECT_LE(chunks.size(), static_cast<size_t>(threads));
+      std::vector<size_t> all;
+      for (const auto& c : chunks) {
+        EXPECT_GE(c.size(), std::min(n, m)) << n << " kernels on " << threads << " threads";
+        all.insert(all.end(), c.begin(), c.end());
+      }
+      ASSERT_EQ(all.size(), n);
+      for (size_t i = 0; i < n; ++i) EXPECT_EQ(all[i], i);  // each once, in order
+    }
+  }
+}
+
+TEST(CudaCodegen, ThreadCountComesFromKiln_NVRTC_THREADS) {
+  const char* before = std::getenv("KILN_NVRTC_THREADS");
+  const std::string saved = before ? before : "";
+  setenv("KILN_NVRTC_THREADS", "3", 1);
+  EXPECT_EQ(cuda_backend::nvrtc_threads(), 3);
+  setenv("KILN_NVRTC_THREADS", "1000", 1);
+  EXPECT_EQ(cuda_backend::nvrtc_threads(), 64);
+  setenv("KILN_NVRTC_THREADS", "zero", 1);  // not a number: the default
+  const int fallback = cuda_backend::nvrtc_threads();
+  unsetenv("KILN_NVRTC_THREADS");
+  EXPECT_EQ(fallback, cuda_backend::nvrtc_threads());
+  EXPECT_GE(fallback, 1);
+  EXPECT_LE(fallback, 16);
+  if (before) setenv("KILN_NVRTC_THREADS", saved.c_str(), 1);
+}
+
+// The kernels compiled as several programs on several threads are the kernels of one
+// program: every kernel in exactly one program's CUBIN, with the same machine code (but
+// for a few bytes of relocated addresses).
+TEST(CudaCodegen, ChunkedParallelCompileGivesTheKernelsOfOneProgram) {
+  const auto kernels = distinct_kernels(3 * cuda_backend::kMinKernelsPerProgram + 1);
+  const std::string& prelude = cuda_backend::cuda_prelude();
+  const auto one = cuda_backend::compile_programs(prelude, kernels, "sm_90", 1);
+  ASSERT_EQ(one.size(), 1u);
+  const auto whole = kernel_code(one[0].cubin);
+  const auto split = cuda_backend::compile_programs(prelude, kernels, "sm_90", 3);
+  ASSERT_EQ(split.size(), 3u);
+  std::map<std::string, int> seen;
+  for (const auto& p : split) {
+    const auto code = kernel_code(p.cubin);
+    EXPECT_EQ(code.size(), p.kernels.size());
+    for (size_t q : p.kernels) {
+      const std::string& name = kernels[q].name;
+      ++seen[name];
+      ASSERT_TRUE(code.count(name)) << name;
+      ASSERT_TRUE(whole.count(name)) << name;
+      EXPECT_FALSE(code.at(name).empty());
+      EXPECT_EQ(code.at(name).size(), whole.at(name).size()) << name;
+      int differ = 0;
+      for (size_t b = 0; b < code.at(name).size() && b < whole.at(name).size(); ++b)
+        differ += code.at(name)[b] != whole.at(name)[b];
+      // Only relocated addresses (of the headers' constant tables) may differ.
+      EXPECT_LE(differ, static_cast<int>(code.at(name).size() / 100)) << name;
+    }
+  }
+  EXPECT_EQ(seen.size(), kernels.size());
+  for (const auto& [name, n] : seen) EXPECT_EQ(n, 1) << name;
+}
+
+TEST(CudaCodegen, ACompileErrorInOneProgramIsThrownAfterAllThreadsFinish) {
+  auto kernels = distinct_kernels(2 * cuda_backend::kMinKernelsPerProgram);
+  kernels.back().body += "\nthis is not CUDA;\n";
+  try {
+    cuda_backend::compile_programs(cuda_backend::cuda_prelude(), kernels, "sm_90", 2);
+    FAIL() << "expected an NVRTC error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("[nvrtc] compile failed"), std::string::npos) << e.what();
+  }
+}
+
+// The timing table of docs/results/nvrtc_compile_cpu.txt (run with
+// --gtest_also_run_disabled_tests; KILN_TABLE_CHEAP=1 for 3-op kernels): wall and
+// process CPU ms of compile_programs for n different kernels on 1 and 2 threads.
+TEST(CudaCodegen, DISABLED_CompileTimeTable) {
+  const std::string& prelude = cuda_backend::cuda_prelude();
+  const bool cheap = std::getenv("KILN_TABLE_CHEAP") != nullptr;
+  std::printf("%s kernels; n = 0: the prelude alone\n%8s %9s | %10s %10s | %10s %10s %9s\n",
+              cheap ? "cheap (3 arithmetic ops)" : "math (2 unary + 1 binary op)", "kernels",
+              "programs", "1t wall", "1t cpu", "2t wall", "2t cpu", "cpu/kern");
+  for (size_t n : {size_t{0}, size_t{1}, size_t{4}, size_t{8}, size_t{16}, size_t{64}}) {
+    const auto kernels = distinct_kernels(n, cheap);
+    double wall[2], cpu[2];
+    size_t programs = 1;
+    for (int threads : {1, 2}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::clock_t c0 = std::clock();
+      if (n == 0)
+        cuda_backend::compile_cubin(prelude, "sm_90");
+      else
+        programs = cuda_backend::compile_programs(prelude, kernels, "sm_90", threads).size();
+      cpu[threads - 1] = 1000.0 * static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+      wall[threads - 1] =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    }
+    std::printf("%8zu %9zu | %10.0f %10.0f | %10.0f %10.0f %9.0f\n", n, programs, wall[0], cpu[0],
+                wall[1], cpu[1], n ? cpu[0] / static_cast<double>(n) : 0.0);
+  }
 }
 
 }  // namespace

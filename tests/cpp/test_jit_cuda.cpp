@@ -21,6 +21,8 @@
 //     argmax), kept in what the user gets; an in-place store fused into a row kernel;
 //   - matmul / linear with fused epilogues (2-layer MLPs) and their kernel counts;
 //   - out of memory in a replay inside a traced loop, and the runtime working after it;
+//   - kernels named by content: six identical layers share one kernel, reused by a later
+//     trace; twelve different kernels compiled as 2 programs on KILN_NVRTC_THREADS=2;
 //   - in a child process with a fresh KILN_CACHE_DIR: KILN_CUDA_JIT_FAIL=1 (correct
 //     results through eager fallback, reported in a note; compiles again once unset) and
 //     the disk cache under KILN_CACHE_DIR/cuda (reused by the next process, nothing new
@@ -32,6 +34,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -1004,6 +1007,56 @@ TEST_F(JitCuda, OutOfMemoryInATracedLoopAndTheRuntimeAfterIt) {
       row_tol(kF32), 1);
 }
 
+// ---------------------------------------------------------------- kernel identity
+
+// The trace note "nvrtc: K kernel(s), D different: R loaded already, F from disk, C
+// compiled [as P program(s) on T thread(s) ...]" (CudaKernels::summary); -1s if none.
+struct NvrtcNote {
+  int kernels = -1, different = -1, reused = -1, from_disk = -1, compiled = -1;
+  int programs = 0, threads = 0;
+};
+NvrtcNote nvrtc_note(const tr::TraceReport& t) {
+  for (const std::string& n : t.notes) {
+    NvrtcNote x;
+    if (std::sscanf(n.c_str(),
+                    "nvrtc: %d kernel(s), %d different: %d loaded already, %d from disk, %d "
+                    "compiled as %d program(s) on %d thread(s)",
+                    &x.kernels, &x.different, &x.reused, &x.from_disk, &x.compiled, &x.programs,
+                    &x.threads) >= 5)
+      return x;
+  }
+  return {};
+}
+
+// Six layers tanh(h @ w_l) * 0.5 + 0.25 of one shape: six kernels of one definition, so
+// one kernel loaded (compiled, or from disk) for all six; a second trace with the same
+// layer in it reuses that kernel, loaded already in this process.
+TEST_F(JitCuda, IdenticalLayersShareOneKernel) {
+  std::vector<In> ins = {in({64, 32}, kF32)};
+  for (int l = 0; l < 6; ++l) ins.push_back(in({32, 32}, kF32, {-0.3, 0.3}));
+  const Fn six = [](const std::vector<Tensor>& v) {
+    Tensor h = v[0];
+    for (size_t l = 1; l < v.size(); ++l) h = kiln::tanh(kiln::matmul(h, v[l])) * 0.5 + 0.25;
+    return h;
+  };
+  expect_fused(ins, six, Tol{1e-4, 1e-4});
+  const tr::ExplainReport r = tr::explain();
+  ASSERT_EQ(r.traces.size(), 1u) << r.table();
+  const NvrtcNote a = nvrtc_note(r.traces[0]);
+  EXPECT_GE(a.kernels, 6) << r.table();  // NVRTC kernels (the matmuls are library steps)
+  EXPECT_LE(a.different, a.kernels - 5) << r.table();
+  EXPECT_EQ(a.reused + a.from_disk + a.compiled, a.different) << r.table();
+
+  ins.resize(3);  // two layers, then another kernel
+  const Fn two = [&](const std::vector<Tensor>& v) { return kiln::exp(six(v) * -1.0); };
+  expect_fused(ins, two, Tol{1e-4, 1e-4});
+  const tr::ExplainReport r2 = tr::explain();
+  ASSERT_EQ(r2.traces.size(), 1u) << r2.table();
+  const NvrtcNote b = nvrtc_note(r2.traces[0]);
+  EXPECT_GE(b.reused, 1) << r2.table();  // the layer's kernel
+  EXPECT_EQ(b.reused + b.from_disk + b.compiled, b.different) << r2.table();
+}
+
 // ---------------------------------------------------------------- in a process of its own
 // The NVRTC compiler keeps kernels in memory and on disk (KILN_CACHE_DIR, read once per
 // process), and KILN_CUDA_JIT_FAIL only stops real compiles: these tests run their body
@@ -1094,6 +1147,47 @@ TEST_F(JitCudaChild, CompileAndReplay) {
         return kiln::softmax(v[0] * 2.0, -1) + kiln::tanh(v[0]) * 0.5;
       },
       Tol{2e-5, 2e-5}, 1);
+}
+
+// Twelve different kernels (a different op after each matmul) compiled on 2 threads as 2
+// programs; the same program traced again finds all twelve loaded.
+TEST_F(JitCudaChild, ParallelCompileOnTwoThreads) {
+  ScopedEnv threads("KILN_NVRTC_THREADS", "2");
+  std::vector<In> ins = {in({40, 24}, kF32)};
+  for (int l = 0; l < 12; ++l) ins.push_back(in({24, 24}, kF32, {-0.3, 0.3}));
+  const Fn f = [](const std::vector<Tensor>& v) {
+    using U = Tensor (*)(const Tensor&);
+    const U ops[] = {kiln::tanh, kiln::sigmoid, kiln::sin, kiln::cos, kiln::abs, kiln::erf};
+    Tensor h = v[0];
+    for (size_t l = 1; l < v.size(); ++l) {
+      h = ops[(l - 1) % 6](kiln::matmul(h, v[l]));
+      h = l <= 6 ? h * 0.5 : h + 0.125;
+    }
+    return h;
+  };
+  for (int round = 0; round < 2; ++round) {
+    expect_fused(ins, f, Tol{1e-4, 1e-4});
+    const tr::ExplainReport r = tr::explain();
+    ASSERT_EQ(r.traces.size(), 1u) << r.table();
+    const NvrtcNote n = nvrtc_note(r.traces[0]);
+    EXPECT_EQ(n.kernels, 12) << r.table();
+    EXPECT_EQ(n.different, 12) << r.table();
+    if (round == 0) {  // a fresh cache directory: everything compiled
+      EXPECT_EQ(n.compiled, 12) << r.table();
+      EXPECT_EQ(n.programs, 2) << r.table();
+      EXPECT_EQ(n.threads, 2) << r.table();
+    } else {
+      EXPECT_EQ(n.reused, 12) << r.table();
+      EXPECT_EQ(n.compiled, 0) << r.table();
+    }
+  }
+}
+
+TEST_F(JitCuda, ParallelCompileInAFreshProcess) {
+  const std::string dir = temp_path("kiln-cuda-parallel-cache");
+  std::filesystem::remove_all(dir);
+  expect_child_passes("ParallelCompileOnTwoThreads", dir);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_F(JitCuda, CompileFailureFallsBackToEagerKernels) {
