@@ -78,3 +78,16 @@ def test_attention_gradients_through_views(rng, b, heads, tokens, d):
     outs[1].backward(t(g))
     assert_close(outs[0], outs[1], rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(to_np(kx.grad), to_np(tx.grad), rtol=1e-3, atol=1e-4)
+
+
+def test_matmul_leaves_torch_thread_count(rng):
+    # oneDNN (an OpenMP build) runs at one thread per call inside kiln's pool; the
+    # calling thread's OpenMP thread count, which PyTorch reads, must come back as it was.
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        a, b = randn(rng, 256, 300), randn(rng, 300, 200)
+        assert_close(k(a) @ k(b), t(a) @ t(b), rtol=1e-4, atol=1e-4)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
