@@ -1,4 +1,5 @@
-// CPU Matmul (torch.matmul semantics) and Linear (x @ weight^T + bias) on OpenBLAS.
+// CPU Matmul (torch.matmul semantics) and Linear (x @ weight^T + bias) on the GEMM of
+// ops/cpu/blas_gemm.h (oneDNN for float32 when present, else OpenBLAS).
 //
 // Both compute in float32 or float64; 16-bit inputs are converted to float32 and the
 // result is converted back (ops/cpu/kernel_io.h with_output). Operands are handed to
@@ -12,8 +13,8 @@
 // each read in place through its strides (attention's q @ k^T on 4-D views: k^T goes
 // to BLAS as a transpose). Entries are spread over kiln's threads, one single-threaded
 // GEMM each, when there are enough of them to share out evenly; only a batch of a few
-// large entries splits each GEMM over the threads (ops/cpu/blas_gemm.h). Linear flattens x's
-// leading dims into one GEMM and starts C from the bias.
+// large entries splits each GEMM over the threads (ops/cpu/blas_gemm.h). Linear
+// flattens x's leading dims into one GEMM and starts C from the bias.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>

@@ -48,8 +48,6 @@ const Library& library() {
 
 }  // namespace
 
-bool available() { return library().sgemm != nullptr; }
-
 bool sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
            const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   const Library& lib = library();
@@ -67,7 +65,5 @@ bool sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const fl
   }
   return true;
 }
-
-const char* float32_gemm_library() { return available() ? "oneDNN" : "OpenBLAS"; }
 
 }  // namespace kiln::cpu::onednn
