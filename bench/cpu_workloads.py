@@ -544,7 +544,7 @@ def main():
     p.add_argument("--wait-idle", type=float, default=0.0, metavar="S", help="before each timed "
                    "cell, wait up to S seconds for other processes to leave the CPUs")
     p.add_argument("--retries", type=int, default=None, help="times a cell is measured again "
-                   f"when other processes took over {BUSY:.0%} of the CPUs (default 2; quick 0)")
+                   f"when other processes took over {BUSY * 100:.0f}%% of the CPUs (default 2; quick 0)")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     p.add_argument("--worker-out", help=argparse.SUPPRESS)
     args = p.parse_args()

@@ -23,7 +23,7 @@ PACKAGES=(
   libxsimd-dev xtl-dev
   libboost-python-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libopenblas-dev
+  libopenblas-dev libdnnl2
   clang-format
 )
 

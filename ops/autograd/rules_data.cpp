@@ -72,7 +72,10 @@ Tensor index_select_grad(const OpNode& n, const Tensor& g) {
   const Tensor gm = g.transpose(0, dim);  // [k, ...rest]
   Dims moved = gm.sizes();
   moved[0] = rows;
-  const Tensor summed = matmul(onehot.t(), gm.reshape({gm.size(0), -1}));
+  // The trailing size is spelled out: -1 cannot be inferred when no row was selected.
+  int64_t rest = 1;
+  for (size_t d = 1; d < moved.size(); ++d) rest *= moved[d];
+  const Tensor summed = matmul(onehot.t(), gm.reshape({gm.size(0), rest}));
   return summed.reshape(moved).transpose(0, dim).contiguous();
 }
 

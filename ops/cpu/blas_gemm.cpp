@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 
+#include "ops/cpu/onednn_gemm.h"
 #include "runtime/parallel.h"
 
 namespace kiln::cpu {
@@ -57,6 +58,11 @@ void blas_gemm(DType dtype, const GemmOperand& a, const GemmOperand& b, void* c,
   const auto lda = static_cast<blasint>(la.leading), ldb = static_cast<blasint>(lb.leading);
   const auto ldc_blas = static_cast<blasint>(std::max<int64_t>(ldc, 1));
   if (dtype == DType::Float32) {
+    if (onednn::sgemm(la.transpose == CblasTrans, lb.transpose == CblasTrans, a.rows, b.cols,
+                      a.cols, static_cast<const float*>(a.data), la.leading,
+                      static_cast<const float*>(b.data), lb.leading, accumulate ? 1.0f : 0.0f,
+                      static_cast<float*>(c), std::max<int64_t>(ldc, 1)))
+      return;
     cblas_sgemm(CblasRowMajor, la.transpose, lb.transpose, m, n, k, 1.0f,
                 static_cast<const float*>(a.data), lda, static_cast<const float*>(b.data), ldb,
                 accumulate ? 1.0f : 0.0f, static_cast<float*>(c), ldc_blas);

@@ -1,18 +1,21 @@
-// Row-major GEMM on the CPU through OpenBLAS (cblas_sgemm / cblas_dgemm), shared by
-// matmul, linear and conv2d. Operands are described by sizes and element strides, so
-// transposed 2-D views go to BLAS as they are (through the transpose flag and the
-// leading dimension) instead of being copied. Only float32 and float64 are computed
-// here: callers convert 16-bit floats to float32 first.
+// Row-major GEMM on the CPU, shared by matmul, linear and conv2d: float32 through
+// oneDNN's dnnl_sgemm when the library is present (ops/cpu/onednn_gemm.h; 5-34% less
+// time than OpenBLAS on the model shapes, docs/cpu_matmul.md), otherwise and for
+// float64 through OpenBLAS (cblas_sgemm / cblas_dgemm). Both run single-threaded.
+// Operands are described by sizes and element strides, so transposed 2-D views go to
+// the library as they are (through the transpose flag and the leading dimension)
+// instead of being copied. Only float32 and float64 are computed here: callers convert
+// 16-bit floats to float32 first.
 //
-// Threads: OpenBLAS is switched to one thread at the first GEMM, and a large GEMM is
-// split into row (or column) blocks run on kiln's own pool, one single-threaded BLAS
-// call per block. Measured on 2 pinned cores of the GPU host's CPU (a noisy VM):
-// GEMM speed equal to OpenBLAS's own threads at best (1024^3 float32: 34.5 vs 33.6
-// ms best-of-11; 512^3 a little faster), while with OpenBLAS's pool the op right
-// after a GEMM ran 1.8x slower (a 2^22 sum: 0.92-1.13 ms instead of 0.5-0.6 ms),
-// because its idle workers keep spinning for a while and take the cores from kiln's
-// threads. So one pool serves every op. (The switch is process-wide: other users of
-// the same libopenblas in the process get one thread too.)
+// Threads: OpenBLAS is switched to one thread at the first GEMM (oneDNN runs on one
+// thread per call), and a large GEMM is split into row (or column) blocks run on kiln's
+// own pool, one single-threaded GEMM call per block. Measured on 2 pinned cores of the
+// GPU host's CPU (a noisy VM): GEMM speed equal to OpenBLAS's own threads at best
+// (1024^3 float32: 34.5 vs 33.6 ms best-of-11; 512^3 a little faster), while with
+// OpenBLAS's pool the op right after a GEMM ran 1.8x slower (a 2^22 sum: 0.92-1.13 ms
+// instead of 0.5-0.6 ms), because its idle workers keep spinning for a while and take
+// the cores from kiln's threads. So one pool serves every op. (The switch is
+// process-wide: other users of the same libopenblas in the process get one thread too.)
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// CPU Matmul (torch.matmul semantics) and Linear (x @ weight^T + bias) on OpenBLAS.
+// CPU Matmul (torch.matmul semantics) and Linear (x @ weight^T + bias) on the GEMM of
+// ops/cpu/blas_gemm.h (oneDNN for float32 when present, else OpenBLAS).
 //
 // Both compute in float32 or float64; 16-bit inputs are converted to float32 and the
 // result is converted back (ops/cpu/kernel_io.h with_output). Operands are handed to
@@ -8,10 +9,12 @@
 // Matmul: a 1-D left operand is a [1, k] row, a 1-D right operand a [k, 1] column; the
 // leading dims broadcast as batch dims. When the right operand is the same matrix for
 // every batch entry and the left operand's batch and row dims collapse into one
-// stride, the whole batch runs as a single GEMM; otherwise one GEMM per batch entry:
-// small entries are spread over kiln's threads, large ones are each split over them
-// (ops/cpu/blas_gemm.h). Linear flattens x's leading dims into one GEMM and starts C
-// from the bias.
+// stride, the whole batch runs as a single GEMM; otherwise one GEMM per batch entry,
+// each read in place through its strides (attention's q @ k^T on 4-D views: k^T goes
+// to BLAS as a transpose). Entries are spread over kiln's threads, one single-threaded
+// GEMM each, when there are enough of them to share out evenly; only a batch of a few
+// large entries splits each GEMM over the threads (ops/cpu/blas_gemm.h). Linear
+// flattens x's leading dims into one GEMM and starts C from the bias.
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
@@ -151,10 +154,15 @@ void matmul_into(const Tensor& a_in, const Tensor& b_in, const Tensor& dst) {
            n, false);
     }
   };
+  const int64_t threads = num_threads();
   if (work <= kSplitGemmWork) {
     parallel_for(0, batch, std::max<int64_t>(1, kSplitGemmWork / work), run_entries);
+  } else if (batch >= threads && (batch % threads == 0 || batch >= 4 * threads)) {
+    // Whole entries per thread, one single-threaded GEMM each: one pool wake-up per
+    // matmul instead of one per entry, and no GEMM split into thin blocks.
+    parallel_for(0, batch, (batch + threads - 1) / threads, run_entries);
   } else {
-    run_entries(0, batch);  // each GEMM is split over the threads
+    run_entries(0, batch);  // few large entries: each GEMM is split over the threads
   }
 }
 

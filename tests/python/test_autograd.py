@@ -537,6 +537,9 @@ def test_bool_mask_index_grad(mode, rng):
     check_grad(rng, "float64", lambda x, m: x[m], lambda x, m: x[m], Leaf(a), mask)
     rows = rng.random(4) > 0.3
     check_grad(rng, "float64", lambda x, m: x[m], lambda x, m: x[m], Leaf(a), rows)
+    # No row selected (the random mask above picks none about 1% of the time).
+    check_grad(rng, "float64", lambda x, m: x[m], lambda x, m: x[m], Leaf(a),
+               np.zeros(4, dtype=bool))
 
 
 def test_tensor_index_grad(mode, rng):
