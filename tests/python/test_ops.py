@@ -526,6 +526,9 @@ COVERED = set(UNARY) | set(BINARY) | {
     "im2col", "col2im",
     "cat", "index_select", "to_device", "empty", "full", "arange", "rand", "randn", "view",
     "permute", "slice", "select", "expand", "squeeze", "unsqueeze",
+    # tested in test_along_dim.py
+    "gather", "scatter", "scatter_add", "index_add", "argsort", "topk", "cumsum", "cumprod",
+    "prod",
 }
 
 
