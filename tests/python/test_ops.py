@@ -529,6 +529,8 @@ COVERED = set(UNARY) | set(BINARY) | {
     # tested in test_along_dim.py
     "gather", "scatter", "scatter_add", "index_add", "argsort", "topk", "cumsum", "cumprod",
     "prod",
+    # tested in test_sample_einsum.py
+    "multinomial", "nonzero",
 }
 
 
