@@ -25,7 +25,8 @@ void run_sort(const OpCall& c, const Tensor& out) {
   const Tensor x = kernel_contiguous(c.inputs[0]);
   const int64_t dim = c.attrs.dim;
   const DimSplit s = split_at_dim(x.sizes(), dim);
-  const int64_t keep = c.op == OpId::Topk ? c.attrs.count : s.size;
+  // A 0-dim input keeps its one index whatever k is (PyTorch's topk does the same).
+  const int64_t keep = c.op == OpId::Topk && x.dim() > 0 ? c.attrs.count : s.size;
   const bool descending = c.attrs.descending;
   with_output(out, DType::Int64, [&](const Tensor& dst) {
     const T* v = x.data<T>();

@@ -84,7 +84,7 @@ void run_sort(const OpCall& c, const Tensor& out) {
   DeviceScope scope(device);
   const Tensor x = packed(c.inputs[0]);
   const Lines l = lines_of(x, c.attrs.dim);
-  const int64_t keep = c.op == OpId::Topk ? c.attrs.count : l.size;
+  const int64_t keep = c.op == OpId::Topk && x.dim() > 0 ? c.attrs.count : l.size;  // CPU's rule
   with_packed_out(out, DType::Int64, c.name(), [&](const Tensor& o) {
     const int64_t n = x.numel();
     rank_kernel<T><<<grid_for(n, 256, 1, device), 256, 0, stream_of(device)>>>(

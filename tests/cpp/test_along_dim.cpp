@@ -189,6 +189,9 @@ TEST(AlongDimEdges, EmptyAndZeroDimInputs) {
   EXPECT_TRUE(all_close(kiln::prod(kiln::zeros({0, 3}), 0), Host({3}, {1, 1, 1}), tol_exact()));
   EXPECT_TRUE(all_close(kiln::sort(kiln::full({}, 2.0)).values, Host({}, {2}), tol_exact()));
   EXPECT_TRUE(has_meta(kiln::topk(kiln::zeros({4}), 0).indices, {0}, DType::Int64));
+  // PyTorch's topk of a 0-dim input is that input, index 0, for k = 0 too.
+  EXPECT_TRUE(all_close(kiln::topk(kiln::full({}, 5.0), 0).values, Host({}, {5}), tol_exact()));
+  EXPECT_TRUE(all_close(kiln::topk(kiln::full({}, 5.0), 0).indices, Host({}, {0}), tol_exact()));
   EXPECT_TRUE(
       has_meta(kiln::gather(kiln::zeros({3, 2}), 0, i64({}, {0, 2})), {0, 2}, DType::Float32));
   // A bad index throws before anything is written.
