@@ -29,9 +29,9 @@ void throw_unavailable(const char* what, const PendingValue* pending) {
               (why ? std::string(" (") + why + ")" : std::string(" earlier")));
 }
 
-void sync(const char* what, const SourceSite& site) {
+void sync(const char* what, const SourceSite& site, SyncKind kind) {
   if (g_sync)
-    g_sync(what, site);
+    g_sync(kind, what, site);
   else
     flush();
 }

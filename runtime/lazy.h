@@ -36,18 +36,23 @@ namespace lazy {
 // True while this thread has lazy work that has not run yet.
 extern constinit thread_local bool tls_pending;
 
+// Why a host read ends a trace: a value the user reads (item(), printing), or an op
+// whose output shape depends on its input's values (nonzero, masked_select), which the
+// tracer reports as its own break reason.
+enum class SyncKind : uint8_t { HostRead, DataDependentShape };
+
 // Installed by the tracer. flush runs the pending work; sync additionally reports a
 // trace boundary caused by reading a value on the host. `what` names the read ("item()",
-// "numpy()"): the detail of the tracer's HostRead break reason (tracer/break_reasons.def),
-// never a reason of its own.
+// "numpy()") or the op ("nonzero"): the detail of the tracer's HostRead or
+// DataDependentShape break reason (tracer/break_reasons.def), never a reason of its own.
 using FlushFn = void (*)();
-using SyncFn = void (*)(const char* what, const SourceSite& site);
+using SyncFn = void (*)(SyncKind kind, const char* what, const SourceSite& site);
 void set_hooks(FlushFn flush, SyncFn sync);
 
 void flush();  // runs pending lazy work (no-op when none)
 // Called at every host read with what reads ("item()") and the user's location; a trace
 // boundary.
-void sync(const char* what, const SourceSite& site);
+void sync(const char* what, const SourceSite& site, SyncKind kind = SyncKind::HostRead);
 
 // Throws Error: `what` (e.g. "[add] argument 1") has no value to read, because the traced
 // computation that owed it failed (pending->failure(), when known).

@@ -17,9 +17,13 @@ namespace {
 
 DispatchHook* make_hook() { return &Tracer::current(); }
 void flush_hook() { Tracer::current().flush(); }
-// The runtime's host reads (item(), printing, to_vector()): `what` is the detail.
-void sync_hook(const char* what, const SourceSite& site) {
-  Tracer::current().on_sync(BreakCause{BreakReason::HostRead, what}, current_site(site));
+// The runtime's host reads (item(), printing, to_vector()) and data-dependent shapes
+// (nonzero): `what` is the detail.
+void sync_hook(lazy::SyncKind kind, const char* what, const SourceSite& site) {
+  const BreakReason reason = kind == lazy::SyncKind::DataDependentShape
+                                 ? BreakReason::DataDependentShape
+                                 : BreakReason::HostRead;
+  Tracer::current().on_sync(BreakCause{reason, what}, current_site(site));
 }
 
 struct Registration {

@@ -81,6 +81,9 @@ std::string raise(BreakReason reason) {
       (void)y.cpu();
       break;
     }
+    case BreakReason::DataDependentShape:
+      (void)kiln::nonzero(kiln::exp(x) * 2.0 - 2.0);
+      break;
     case BreakReason::TraceTooLong: {
       tr::config().max_trace_length = 4;
       Tensor y = x;
@@ -140,6 +143,8 @@ std::vector<std::string> expected_text(BreakReason reason) {
       return {"__dlpack__() hands a tensor's memory to another library"};
     case BreakReason::CopyToHost:
       return {"a copy to the host (.cpu() / .to(\"cpu\")) copies a tensor to the host"};
+    case BreakReason::DataDependentShape:
+      return {"nonzero's output shape depends on its input's values (a host read)"};
     case BreakReason::TraceTooLong:
       return {"the trace reached the maximum length of 4 ops"};
     case BreakReason::UserException:
