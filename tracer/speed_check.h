@@ -6,9 +6,10 @@
 // a compiled trace whose median exceeds kSlowerThanEagerMargin times the eager median
 // makes its anchor stay eager (TraceState::SlowerThanEager, reason SlowerThanEager);
 // explain() shows both medians for every judged trace, and KILN_LOGS=perf or trace prints
-// one line for the verdict. Errors lean toward keeping the compiled trace (the verdict is
-// final; a wrong keep is the behaviour without the check): the first recording walk is
-// cold, which raises the eager median, and the margin absorbs noise.
+// one line for the verdict. The first recording walk ran the ops cold: it is left out
+// when there are others (with a warmup of 1 it is the only sample, which leans toward
+// keeping). Errors should lean toward keeping the compiled trace (the verdict is final; a
+// wrong keep is the behaviour without the check): the margin absorbs noise.
 //
 // Measured: the host time of the trace's ops (eager: running them one by one, the time
 // the walk spent in them; compiled: Executable::run), not the tracer's per-op bookkeeping,
