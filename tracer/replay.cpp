@@ -4,6 +4,7 @@
 #include "tracer/config.h"
 #include "tracer/profiler.h"
 #include "tracer/side_exit.h"
+#include "tracer/speed_check.h"
 #include "tracer/verify.h"
 
 namespace kiln::tracer {
@@ -13,6 +14,7 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
   std::vector<Tensor> values, reference;
   if (config().verify) reference = verify_reference(compiled, walk.externals, walk.scalars);
   std::vector<bool> wanted(compiled.program.ops.size(), false);
+  bool trial_done = false;
   for (size_t i = 0; i < wanted.size() && i < walk.outputs.size(); ++i)
     wanted[i] = !walk.outputs[i].expired();
   {
@@ -26,12 +28,15 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
     }
     const int64_t start = trace_clock_ns();
     compiled.executable->run(walk.externals, walk.scalars, values, wanted);
-    statistics.replay_ns += trace_clock_ns() - start;
+    const int64_t took = trace_clock_ns() - start;
+    statistics.replay_ns += took;
     statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());
+    trial_done = node.speed.note_replay(compiled.program, took);
   }
   if (config().verify) verify_replay(compiled, values, reference, walk.outputs);
   bind_outputs(walk, values);
   ++node.replays;
+  if (trial_done) judge_speed(*walk.anchor, node, statistics);
 }
 
 }  // namespace kiln::tracer

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "runtime/cuda_context.h"
+#include "slow_backend.h"
 #include "tracer/break_reason.h"
+#include "tracer/speed_check.h"
 #include "tracer_util.h"
 
 namespace kt {
@@ -129,6 +131,12 @@ std::string raise(BreakReason reason) {
       tr::config().recompile_limit = 2;
       for (int n = 1; n <= 6; ++n) hot([&] { return chain(random_tensor({n})); }, 2);
       break;
+    case BreakReason::SlowerThanEager: {
+      SlowBackendScope slow;  // replays sleep: slower than eager
+      tr::config().jit = true;
+      hot([&] { return chain(x); }, 2 + tr::kSpeedUnsampledReplays + tr::kSpeedSamples);
+      break;
+    }
   }
   const tr::ExplainReport report = tr::explain();
   return report.table() + "\n" + report.json() + "\n" + logs.text();
@@ -164,6 +172,9 @@ std::vector<std::string> expected_text(BreakReason reason) {
     case BreakReason::RecompileLimit:
       return {"-- abort: recompiled 3 times (limit 2; KILN_RECOMPILE_LIMIT); it stays eager",
               "[stays eager]"};
+    case BreakReason::SlowerThanEager:
+      return {"-- abort: replays took ", " eager; it stays eager (medians of 8", "[stays eager]",
+              "\"eager_reason\": \"replays took "};
   }
   return {};
 }
