@@ -115,7 +115,6 @@ void TraceLifecycle::on_slower_than_eager(const BreakCause& cause) {
 void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
                     TraceStatistics& statistics, const UserSite& end_site) {
   ++node.endings;
-  node.speed.note_eager(walk.eager_ns);  // the walk ran the path's ops eagerly
   TraceLifecycle& lifecycle = anchor.lifecycle;
   lifecycle.name_by_end(end_site);
   if (node.compiled || lifecycle.stays_eager() || !lifecycle.is_hot(node.endings)) return;

@@ -1,6 +1,7 @@
 #include "tracer/replay.h"
 
 #include "runtime/error.h"
+#include "tracer/backend.h"
 #include "tracer/config.h"
 #include "tracer/profiler.h"
 #include "tracer/side_exit.h"
@@ -26,12 +27,18 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
       e->kernels = compiled.executable->kernel_count();
       e->ops = static_cast<int>(compiled.program.ops.size());
     }
+    // The speed trial's eager turn runs the same ops with the eager kernels (same values).
+    const bool eager_turn = node.speed.eager_turn(compiled);
     const int64_t start = trace_clock_ns();
-    compiled.executable->run(walk.externals, walk.scalars, values, wanted);
+    if (eager_turn)
+      interpret(compiled.program, compiled.program.ops.size(), walk.externals, walk.scalars,
+                values);
+    else
+      compiled.executable->run(walk.externals, walk.scalars, values, wanted);
     const int64_t took = trace_clock_ns() - start;
     statistics.replay_ns += took;
     statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());
-    trial_done = node.speed.note_replay(compiled.program, took);
+    trial_done = node.speed.note_replay(eager_turn, took);
   }
   if (config().verify) verify_replay(compiled, values, reference, walk.outputs);
   bind_outputs(walk, values);

@@ -24,7 +24,7 @@ struct TraceReport {
   double compile_ms = 0;
   bool stays_eager = false;
   std::string eager_reason;  // why it stays eager when a measurement decided it, else ""
-  // Medians of its first replays and of eager walks of the same ops, interleaved
+  // Medians of its first replays and of eager runs of the same ops, interleaved
   // (tracer/speed_check.h); -1 until measured, and for traces not judged (not on the CPU).
   double replay_ms = -1;
   double eager_ms = -1;

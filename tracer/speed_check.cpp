@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 
 #include "runtime/error.h"
+#include "tracer/compiled_trace.h"
 #include "tracer/config.h"
 #include "tracer/statistics.h"
 #include "tracer/trace_tree.h"
@@ -30,28 +32,25 @@ std::string ms(double ns) {
 
 }  // namespace
 
-void SpeedTrial::note_eager(int64_t ns) {
-  if (done_ || skipped_) return;
-  if (static_cast<int>(eager_ns_.size()) >= kSpeedSamples) eager_ns_.erase(eager_ns_.begin());
-  eager_ns_.push_back(ns);
+bool SpeedTrial::eager_turn(const CompiledTrace& compiled) {
+  if (done_ || skipped_) return false;
+  if (replays_ == 0) {
+    skipped_ = !config().speed_check ||
+               std::strcmp(compiled.executable->backend_name(), "interpreter") == 0;
+    for (const TraceOp& op : compiled.program.ops) skipped_ = skipped_ || !op.meta.device.is_cpu();
+    if (skipped_) return false;
+  }
+  // After the unsampled replays: compiled, eager, compiled, eager, ...
+  return replays_ >= kSpeedUnsampledReplays && (replays_ - kSpeedUnsampledReplays) % 2 == 1;
 }
 
-bool SpeedTrial::note_replay(const TraceProgram& program, int64_t ns) {
+bool SpeedTrial::note_replay(bool eager, int64_t ns) {
   if (done_ || skipped_) return false;
-  if (replays_++ == 0) {
-    for (const TraceOp& op : program.ops) skipped_ = skipped_ || !op.meta.device.is_cpu();
-    skipped_ = skipped_ || eager_ns_.empty();
-    if (skipped_) {
-      eager_ns_.clear();
-      return false;
-    }
-    // The first recording walk ran the ops cold (first allocations, a library's first
-    // call): left out when a warm one is there.
-    if (eager_ns_.size() >= 2) eager_ns_.erase(eager_ns_.begin());
-  }
-  if (replays_ <= kSpeedUnsampledReplays) return false;
-  replay_ns_.push_back(ns);
-  if (static_cast<int>(replay_ns_.size()) < kSpeedSamples) return false;
+  if (replays_++ < kSpeedUnsampledReplays) return false;
+  (eager ? eager_ns_ : replay_ns_).push_back(ns);
+  if (static_cast<int>(replay_ns_.size()) < kSpeedSamples ||
+      static_cast<int>(eager_ns_.size()) < kSpeedSamples)
+    return false;
   replay_median_ = median(replay_ns_);
   eager_median_ = median(eager_ns_);
   done_ = true;

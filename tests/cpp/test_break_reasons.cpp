@@ -134,7 +134,8 @@ std::string raise(BreakReason reason) {
     case BreakReason::SlowerThanEager: {
       SlowBackendScope slow;  // replays sleep: slower than eager
       tr::config().jit = true;
-      hot([&] { return chain(x); }, 2 + tr::kSpeedUnsampledReplays + tr::kSpeedSamples);
+      tr::config().speed_check = true;
+      hot([&] { return chain(x); }, 2 + tr::kSpeedTrialReplays);
       break;
     }
   }

@@ -14,13 +14,14 @@ namespace {
 
 namespace tr = kiln::tracer;
 
-constexpr int kTrialWalks = tr::kSpeedUnsampledReplays + tr::kSpeedSamples;
+constexpr int kTrialWalks = tr::kSpeedTrialReplays;
 
 class SpeedCheck : public TracerTest {
  protected:
   void SetUp() override {
     TracerTest::SetUp();
     tr::config().jit = true;
+    tr::config().speed_check = true;
     log_ = std::tmpfile();
     tr::config().log_file = log_;
     tr::config().log_mask = tr::kLogPerf;
