@@ -303,7 +303,13 @@ class Kiln(System):
                     ops=sum(len(t["ops"]) for t in hot),
                     backends=sorted({t["backend"] for t in hot}),
                     graph_breaks=len(e.graph_breaks), compile_ms=e.compile_ms,
-                    jit_notes=[n for t in hot for n in t.get("notes", [])])
+                    jit_notes=[n for t in hot for n in t.get("notes", [])],
+                    # never slower than eager: each trace's eager median / replay median
+                    # (tracer/speed_check.h), and the traces left eager as slower
+                    replay_speedup=[round(t["eager_median_ms"] / t["replay_median_ms"], 2)
+                                    for t in hot if t.get("replay_median_ms")],
+                    slower_than_eager=[t["eager_reason"] for t in e.traces
+                                       if t.get("eager_reason")])
 
 
 MAKERS = {"numpy": Numpy, "torch": lambda: Torch(False), "torch_compile": lambda: Torch(True),

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <optional>
+#include <source_location>
 #include <vector>
 
 #include "runtime/tensor.h"
@@ -138,6 +139,43 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor embedding(const Tensor& weight, const Tensor& indices);
+Tensor flip(const Tensor& x, int64_t dim);  // one dim (an index_select of reversed positions)
+
+// ---- along one dim (ops/api_along_dim.cpp). Indices are int64 tensors of the input's
+// rank (index_add: 1-D, int32 or int64); a bad one throws IndexError.
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Scalar& value);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                 const Scalar& alpha = 1);
+// Sorting: stable (equal values keep their order), NaN the largest value.
+struct SortResult {
+  Tensor values, indices;
+};
+SortResult sort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+SortResult topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                bool sorted = true);
+// Scans and the product (floats accumulate in double; integers and bool give int64).
+Tensor cumsum(const Tensor& x, int64_t dim);
+Tensor cumprod(const Tensor& x, int64_t dim);
+Tensor prod(const Tensor& x);  // of all elements
+Tensor prod(const Tensor& x, int64_t dim, bool keepdim = false);
+
+// ---- sampling and data-dependent shapes (ops/api_sample.cpp)
+// Category indices drawn from the rows of probs ([n] or [b, n], unnormalized weights) on
+// the global generator, or on `state` when given (the same state draws the same samples
+// on the CPU and on CUDA).
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false,
+                   std::optional<RandomState> state = std::nullopt);
+// [count, rank] coordinates of the nonzero elements (row-major order). Its shape depends
+// on the values: a graph break (the tracer's trace ends here, with this reason).
+Tensor nonzero(const Tensor& x, std::source_location loc = std::source_location::current());
+// The elements of x where the bool mask (broadcast with x) is true, flattened; a graph
+// break like nonzero; differentiable in x.
+Tensor masked_select(const Tensor& x, const Tensor& mask,
+                     std::source_location loc = std::source_location::current());
 
 // ---- operators
 Tensor operator-(const Tensor& x);

@@ -38,7 +38,10 @@ void run_kernel(const OpCall& call, const Tensor& out) {
     copy_across_devices(call.inputs[0], out);
     return;
   }
-  if (out.numel() == 0 && family != OpFamily::IndexSelect) return;
+  // Index kernels check every index even when the result is empty.
+  if (out.numel() == 0 && family != OpFamily::IndexSelect && family != OpFamily::Gather &&
+      family != OpFamily::Scatter)
+    return;
   const bool cuda = out.device().is_cuda();
 #define KILN_RUN(fn)     \
   if (cuda)              \
@@ -75,6 +78,18 @@ void run_kernel(const OpCall& call, const Tensor& out) {
       KILN_RUN(cat)
     case OpFamily::IndexSelect:
       KILN_RUN(index_select)
+    case OpFamily::Gather:
+      KILN_RUN(gather)
+    case OpFamily::Scatter:
+      KILN_RUN(scatter)
+    case OpFamily::Sort:
+      KILN_RUN(sort)
+    case OpFamily::Scan:
+      KILN_RUN(scan)
+    case OpFamily::Sample:
+      KILN_RUN(multinomial)
+    case OpFamily::Nonzero:
+      KILN_RUN(nonzero)
     case OpFamily::Factory:
       KILN_RUN(factory)
     case OpFamily::Random:

@@ -24,6 +24,12 @@ namespace kiln {
   void unfold(const OpCall& call, const Tensor& out); /* im2col */ \
   void cat(const OpCall& call, const Tensor& out);                 \
   void index_select(const OpCall& call, const Tensor& out);        \
+  void gather(const OpCall& call, const Tensor& out);              \
+  void scatter(const OpCall& call, const Tensor& out);             \
+  void sort(const OpCall& call, const Tensor& out);                \
+  void scan(const OpCall& call, const Tensor& out);                \
+  void multinomial(const OpCall& call, const Tensor& out);         \
+  void nonzero(const OpCall& call, const Tensor& out);             \
   void factory(const OpCall& call, const Tensor& out);             \
   void random(const OpCall& call, const Tensor& out);              \
   }

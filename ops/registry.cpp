@@ -35,18 +35,20 @@ bool OpAttrs::operator==(const OpAttrs& o) const {
          stride[1] == o.stride[1] && padding[0] == o.padding[0] && padding[1] == o.padding[1] &&
          correction == o.correction && keepdim == o.keepdim && scalar_first == o.scalar_first &&
          has_min == o.has_min && has_max == o.has_max && approximate_tanh == o.approximate_tanh &&
-         dtype == o.dtype && device == o.device;
+         descending == o.descending && stable == o.stable && count == o.count &&
+         replacement == o.replacement && dtype == o.dtype && device == o.device;
 }
 
 size_t OpAttrs::hash() const {
   size_t h = dims.size();
   for (int64_t d : dims) hash_combine(h, std::hash<int64_t>()(d));
   for (int64_t v : {dim, start, end, step, kernel[0], kernel[1], stride[0], stride[1], padding[0],
-                    padding[1], correction}) {
+                    padding[1], correction, count}) {
     hash_combine(h, std::hash<int64_t>()(v));
   }
   const size_t flags = (keepdim ? 1u : 0u) | (scalar_first ? 2u : 0u) | (has_min ? 4u : 0u) |
-                       (has_max ? 8u : 0u) | (approximate_tanh ? 16u : 0u);
+                       (has_max ? 8u : 0u) | (approximate_tanh ? 16u : 0u) |
+                       (descending ? 32u : 0u) | (stable ? 64u : 0u) | (replacement ? 128u : 0u);
   hash_combine(h, flags);
   hash_combine(h, static_cast<size_t>(dtype));
   hash_combine(h, static_cast<size_t>(device.type) * 1024 + static_cast<size_t>(device.index));

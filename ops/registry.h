@@ -29,6 +29,12 @@ enum class OpFamily : uint8_t {
   Unfold,
   Cat,
   IndexSelect,
+  Gather,
+  Scatter,
+  Sort,
+  Scan,
+  Sample,
+  Nonzero,
   ToDevice,
   Factory,
   Random,
@@ -66,11 +72,14 @@ struct OpAttrs {
   int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding[2] = {0, 0};
   int64_t correction = 1;  // var
   bool keepdim = false;
-  bool scalar_first = false;              // binary op with the scalar on the left (2 - x)
-  bool has_min = false, has_max = false;  // clamp
-  bool approximate_tanh = false;          // gelu
-  DType dtype = DType::Float32;           // cast, factories
-  Device device;                          // factories, to_device
+  bool scalar_first = false;                // binary op with the scalar on the left (2 - x)
+  bool has_min = false, has_max = false;    // clamp
+  bool approximate_tanh = false;            // gelu
+  bool descending = false, stable = false;  // argsort, topk (descending: largest first)
+  int64_t count = 0;                        // topk's k, multinomial's samples, nonzero's count
+  bool replacement = false;                 // multinomial
+  DType dtype = DType::Float32;             // cast, factories
+  Device device;                            // factories, to_device
 
   bool operator==(const OpAttrs& o) const;
   size_t hash() const;

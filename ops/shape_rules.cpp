@@ -5,6 +5,8 @@
 
 #include "ops/api.h"
 #include "ops/dispatch.h"
+#include "ops/shape_rules_along_dim.h"
+#include "ops/shape_rules_sample.h"
 #include "ops/view_rules.h"
 #include "runtime/cuda_context.h"
 #include "runtime/error.h"
@@ -604,6 +606,15 @@ OutputMeta infer_output(const OpCall& c) {
       return infer_cat(c);
     case OpFamily::IndexSelect:
       return infer_index_select(c);
+    case OpFamily::Gather:
+    case OpFamily::Scatter:
+    case OpFamily::Sort:
+    case OpFamily::Scan:
+      return infer_along_dim(c);
+    case OpFamily::Sample:
+      return infer_multinomial(c);
+    case OpFamily::Nonzero:
+      return infer_nonzero(c);
     case OpFamily::ToDevice:
       return infer_to_device(c);
     case OpFamily::Factory:

@@ -30,9 +30,16 @@ void throw_unavailable(const char* what, const PendingValue* pending) {
 }
 
 bool sync(const char* what, const SourceSite& site, const TensorImpl* read) {
-  if (g_sync) return g_sync(what, site, read);
+  if (g_sync) return g_sync(SyncKind::HostRead, what, site, read);
   flush();
   return false;
+}
+
+void sync(const char* what, const SourceSite& site, SyncKind kind) {
+  if (g_sync)
+    g_sync(kind, what, site, nullptr);
+  else
+    flush();
 }
 
 }  // namespace kiln::lazy

@@ -38,20 +38,29 @@ namespace lazy {
 // True while this thread has lazy work that has not run yet.
 extern constinit thread_local bool tls_pending;
 
+// Why a host read ends a trace: a value the user reads (item(), printing), or an op
+// whose output shape depends on its input's values (nonzero, masked_select), which the
+// tracer reports as its own break reason.
+enum class SyncKind : uint8_t { HostRead, DataDependentShape };
+
 // Installed by the tracer. flush runs the pending work; sync additionally reports a
 // trace boundary caused by reading a value on the host. `what` names the read ("item()",
-// "numpy()"): the detail of the tracer's HostRead break reason (tracer/break_reasons.def),
-// never a reason of its own. `read` is the tensor read, when known: sync returns true
-// when its value does not depend on pending work (the trace goes on; read it inside a
-// PendingPause), false when the read was a boundary.
+// "numpy()") or the op ("nonzero"): the detail of the tracer's HostRead or
+// DataDependentShape break reason (tracer/break_reasons.def), never a reason of its own.
+// `read` is the tensor read, when known: sync returns true when its value does not depend
+// on pending work (the trace goes on; read it inside a PendingPause), false when the read
+// was a boundary.
 using FlushFn = void (*)();
-using SyncFn = bool (*)(const char* what, const SourceSite& site, const TensorImpl* read);
+using SyncFn = bool (*)(SyncKind kind, const char* what, const SourceSite& site,
+                        const TensorImpl* read);
 void set_hooks(FlushFn flush, SyncFn sync);
 
 void flush();  // runs pending lazy work (no-op when none)
 // Called at every host read with what reads ("item()") and the user's location; a trace
 // boundary unless `read`'s value is independent of the pending work (returns true then).
 bool sync(const char* what, const SourceSite& site, const TensorImpl* read = nullptr);
+// An op whose output shape depends on its input's values (nonzero): always a boundary.
+void sync(const char* what, const SourceSite& site, SyncKind kind);
 
 // While alive (and `active`), memory accesses do not run pending work: for reading a
 // value sync() found independent of it, and for the tracer's host-side ops on such values.

@@ -52,6 +52,9 @@ TraceBackend& interpreting_backend();
 // Fused backends (jit/) register themselves at load time; compile_trace() tries them in
 // order and falls back to the interpreter when none takes the program, or when KILN_JIT=0.
 void register_backend(TraceBackend* backend);
+// For tests: a backend tried before the registered ones, and its removal.
+void register_backend_first(TraceBackend* backend);
+void unregister_backend(TraceBackend* backend);
 std::unique_ptr<Executable> compile_trace(const TraceProgram& program);
 
 }  // namespace kiln::tracer

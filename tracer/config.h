@@ -13,6 +13,8 @@
 //                           simplify; `store` cannot be (checked by jit/pipeline.h when a
 //                           trace compiles)
 //   KILN_VERIFY=1           run each replay eagerly too and raise on a mismatch
+//   KILN_SPEED_CHECK=0      CPU traces are not measured against eager (speed_check.h;
+//                           default on: one that replays slower than eager stays eager)
 //   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf (or all)
 //   KILN_LOGFILE=path       where log lines go (default stderr)
 #pragma once
@@ -41,6 +43,7 @@ struct TracerConfig {
   int64_t trace_cache_ops = 65536;  // recorded ops kept per thread (LRU)
   bool verify = false;
   bool jit = true;
+  bool speed_check = true;               // tracer/speed_check.h
   std::vector<std::string> jit_disable;  // pass names, KILN_JIT_DISABLE's comma list
   unsigned log_mask = 0;
   std::FILE* log_file = stderr;

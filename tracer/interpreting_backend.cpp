@@ -77,6 +77,12 @@ std::vector<TraceBackend*>& backends() {
 
 void register_backend(TraceBackend* backend) { backends().push_back(backend); }
 
+void register_backend_first(TraceBackend* backend) {
+  backends().insert(backends().begin(), backend);
+}
+
+void unregister_backend(TraceBackend* backend) { std::erase(backends(), backend); }
+
 std::unique_ptr<Executable> compile_trace(const TraceProgram& program) {
   if (config().jit) {
     for (TraceBackend* b : backends())

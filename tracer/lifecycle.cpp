@@ -59,6 +59,8 @@ const char* trace_state_name(TraceState state) {
       return "single op";
     case TraceState::Blacklisted:
       return "blacklisted";
+    case TraceState::SlowerThanEager:
+      return "slower than eager";
   }
   return "?";
 }
@@ -105,14 +107,17 @@ void TraceLifecycle::on_evicted() {
   transition(TraceState::Compiled, TraceState::Compiled, TraceState::Recording);
 }
 
+void TraceLifecycle::on_slower_than_eager(const BreakCause& cause) {
+  transition(TraceState::Compiled, TraceState::Compiled, TraceState::SlowerThanEager);
+  eager_cause_ = cause;
+}
+
 void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
                     TraceStatistics& statistics, const UserSite& end_site) {
   ++node.endings;
   TraceLifecycle& lifecycle = anchor.lifecycle;
   lifecycle.name_by_end(end_site);
-  if (node.compiled || lifecycle.state() == TraceState::Blacklisted ||
-      !lifecycle.is_hot(node.endings))
-    return;
+  if (node.compiled || lifecycle.stays_eager() || !lifecycle.is_hot(node.endings)) return;
   if (node.depth < 2 && node.compiled_below == 0) {  // one op: nothing to fuse
     if (lifecycle.on_single_op()) {
       const BreakCause cause{BreakReason::SingleOp, op_name(node.op.op)};

@@ -8,9 +8,11 @@
 //   Recording                                  the reason the walk left the last one kept
 //   Compiled   --on_recompile-->  Blacklisted  past KILN_RECOMPILE_LIMIT penalties
 //   Compiled   --on_evicted-->    Recording    eviction dropped every compiled variant
+//   Compiled   --on_slower_than_eager--> SlowerThanEager   a variant's replays measured
+//                                              slower than eager (speed_check.h)
 //
-// SingleOp and Blacklisted are final (until reset() or eviction drops the anchor): their
-// walks run eagerly. A walk's mode follows the state (walk.h).
+// SingleOp, Blacklisted and SlowerThanEager are final (until reset() or eviction drops the anchor):
+// their walks run eagerly. A walk's mode follows the state (walk.h).
 #pragma once
 
 #include <algorithm>
@@ -28,7 +30,7 @@ struct TraceTree;
 struct TraceStatistics;
 struct Walk;
 
-enum class TraceState : uint8_t { Recording, Compiled, SingleOp, Blacklisted };
+enum class TraceState : uint8_t { Recording, Compiled, SingleOp, Blacklisted, SlowerThanEager };
 const char* trace_state_name(TraceState state);  // "recording"
 
 class TraceLifecycle {
@@ -51,6 +53,12 @@ class TraceLifecycle {
   int first_trace_id() const { return first_trace_id_; }
   // The reason of the last penalty (kept for the report after blacklisting).
   const std::optional<BreakCause>& last_penalty() const { return last_penalty_; }
+  // Why the anchor runs eagerly when a measurement put it there (SlowerThanEager).
+  const std::optional<BreakCause>& eager_cause() const { return eager_cause_; }
+  // Whether walks under the anchor run eagerly for good (until reset() or eviction).
+  bool stays_eager() const {
+    return state_ == TraceState::Blacklisted || state_ == TraceState::SlowerThanEager;
+  }
 
   // Transitions (each checks that it is legal from the current state).
   void on_compile(int trace_id);
@@ -59,6 +67,8 @@ class TraceLifecycle {
   // and the variant must not be installed.
   bool on_recompile(const BreakCause& cause, int limit);
   void on_evicted();
+  // A compiled variant measured slower than eager (cause: a SlowerThanEager reason).
+  void on_slower_than_eager(const BreakCause& cause);
 
  private:
   void transition(TraceState from_a, TraceState from_b, TraceState to);
@@ -69,6 +79,7 @@ class TraceLifecycle {
   int penalties_ = 0;
   int first_trace_id_ = 0;
   std::optional<BreakCause> last_penalty_;
+  std::optional<BreakCause> eager_cause_;
   UserSite site_;
 };
 

@@ -9,7 +9,8 @@
 namespace kiln::tracer {
 
 // Runs node.compiled for the walk (which ended at node) and binds its outputs; counts the
-// replay and its time in `statistics`.
+// replay and its time in `statistics`, and in the trace's speed trial (speed_check.h),
+// which may leave the anchor eager once it is complete.
 void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics);
 
 }  // namespace kiln::tracer

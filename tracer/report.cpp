@@ -1,5 +1,6 @@
 #include "tracer/report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -20,6 +21,9 @@ std::string json_list(const std::vector<T>& items, F&& one) {
 }
 
 std::string quoted(const std::string& s) { return "\"" + json_escape(s) + "\""; }
+
+// A measured time in ms, or null when not measured (< 0).
+std::string optional_ms(double ms) { return ms < 0 ? std::string("null") : fixed(ms, 4); }
 
 }  // namespace
 
@@ -76,6 +80,11 @@ std::string ExplainReport::table() const {
           fixed(t.compile_ms).c_str(), t.backend.c_str(), t.site.c_str(),
           t.stays_eager ? "  [stays eager]" : "");
       os << line;
+      if (t.replay_ms >= 0 && t.eager_ms >= 0)
+        os << "        speed: replay " << fixed(t.replay_ms, 3) << " ms vs eager "
+           << fixed(t.eager_ms, 3)
+           << " ms (medians): " << fixed(t.eager_ms / std::max(t.replay_ms, 1e-6)) << "x\n";
+      if (!t.eager_reason.empty()) os << "        stays eager: " << t.eager_reason << "\n";
       std::string ops;
       for (size_t i = 0; i < t.ops.size(); ++i) ops += (i ? " -> " : "") + t.ops[i];
       os << "        ops: " << ops << "\n";
@@ -130,7 +139,10 @@ std::string ExplainReport::json() const {
                            ", \"side_exits\": " + std::to_string(t.side_exits) +
                            ", \"compile_ms\": " + fixed(t.compile_ms, 3) +
                            ", \"notes\": " + json_list(t.notes, quoted) +
-                           ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") + "}";
+                           ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") +
+                           ", \"eager_reason\": " + quoted(t.eager_reason) +
+                           ", \"replay_median_ms\": " + optional_ms(t.replay_ms) +
+                           ", \"eager_median_ms\": " + optional_ms(t.eager_ms) + "}";
                   })
      << ", \"graph_breaks\": "
      << json_list(

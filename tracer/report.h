@@ -23,6 +23,11 @@ struct TraceReport {
   int64_t side_exits = 0;
   double compile_ms = 0;
   bool stays_eager = false;
+  std::string eager_reason;  // why it stays eager when a measurement decided it, else ""
+  // Medians of its first replays and of eager runs of the same ops, interleaved
+  // (tracer/speed_check.h); -1 until measured, and for traces not judged (not on the CPU).
+  double replay_ms = -1;
+  double eager_ms = -1;
   std::vector<std::string> notes;  // what stayed unfused and why
 };
 
@@ -60,7 +65,7 @@ struct ExplainReport {
   std::vector<TraceReport> traces;
   std::vector<BreakReport> breaks;  // sorted by eager_ms, most costly first
   std::vector<RecompileReport> recompiles;
-  std::vector<std::string> eager_anchors;  // traces left eager after too many recompiles
+  std::vector<std::string> eager_anchors;  // traces left eager: recompiles, speed
   int64_t ops_recorded = 0;
   int64_t ops_replayed = 0;
   double compile_ms = 0;

@@ -52,9 +52,9 @@ void TraceStatistics::note_recompile(const CompiledTrace& compiled) {
                                        compiled.site.str(), " -- guard failed: ", reason));
 }
 
-void TraceStatistics::note_eager_anchor(std::string line) {
+void TraceStatistics::note_eager_anchor(std::string line, LogCategory category) {
   keep_latest(eager_anchors);
-  log_line(kLogRecompiles, line);
+  log_line(category, line);
   eager_anchors.push_back(std::move(line));
 }
 
@@ -80,7 +80,10 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
     t.replays = node->replays;
     t.side_exits = node->side_exits;
     t.compile_ms = compiled.compile_ms;
-    t.stays_eager = anchor->lifecycle.state() == TraceState::Blacklisted;
+    t.stays_eager = anchor->lifecycle.stays_eager();
+    if (const auto& cause = anchor->lifecycle.eager_cause()) t.eager_reason = cause->message();
+    t.replay_ms = node->speed.replay_median_ns() / 1e6;
+    t.eager_ms = node->speed.eager_median_ns() / 1e6;
     r.compile_ms += compiled.compile_ms;
     r.traces.push_back(std::move(t));
   }

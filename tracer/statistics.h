@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tracer/break_reason.h"
+#include "tracer/config.h"
 #include "tracer/report.h"
 #include "tracer/user_site.h"
 
@@ -55,8 +56,8 @@ struct TraceStatistics {
                   int64_t eager_ops);
   // A recompile (generation > 0) and its reason; logged.
   void note_recompile(const CompiledTrace& compiled);
-  // An anchor left eager (the line says why); logged.
-  void note_eager_anchor(std::string line);
+  // An anchor left eager (the line says why); logged under `category`.
+  void note_eager_anchor(std::string line, LogCategory category = kLogRecompiles);
 
   ExplainReport explain(const TraceTree& tree) const;
 };

@@ -11,6 +11,7 @@
 
 #include "tracer/compiled_trace.h"
 #include "tracer/lifecycle.h"
+#include "tracer/speed_check.h"
 
 namespace kiln::tracer {
 
@@ -27,6 +28,7 @@ struct TraceNode {
   std::shared_ptr<const CompiledTrace> compiled;
   int64_t replays = 0;     // of `compiled`
   int64_t side_exits = 0;  // walks that left `compiled`'s path before its end
+  SpeedTrial speed;        // `compiled` against eager over its first replays
 
   TraceNode* find_child(const TraceOp& op) const {
     for (const auto& c : children)

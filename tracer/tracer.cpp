@@ -18,8 +18,14 @@ namespace {
 
 DispatchHook* make_hook() { return &Tracer::current(); }
 void flush_hook() { Tracer::current().flush(); }
-// The runtime's host reads (item(), printing, to_vector()): `what` is the detail.
-bool sync_hook(const char* what, const SourceSite& site, const TensorImpl* read) {
+// The runtime's host reads (item(), printing, to_vector()) and data-dependent shapes
+// (nonzero): `what` is the detail.
+bool sync_hook(lazy::SyncKind kind, const char* what, const SourceSite& site,
+               const TensorImpl* read) {
+  if (kind == lazy::SyncKind::DataDependentShape) {
+    Tracer::current().on_sync(BreakCause{BreakReason::DataDependentShape, what}, site);
+    return false;
+  }
   return Tracer::current().on_host_read(BreakCause{BreakReason::HostRead, what}, site, read);
 }
 

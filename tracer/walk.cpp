@@ -32,6 +32,7 @@ WalkMode walk_mode_for(const Anchor& anchor) {
     case TraceState::SingleOp:
       return WalkMode::EagerSingle;
     case TraceState::Blacklisted:
+    case TraceState::SlowerThanEager:
       return WalkMode::Eager;
   }
   return WalkMode::Record;

@@ -10,6 +10,7 @@ constexpr BackwardRule kPointwise{pointwise_backward, pointwise_saved};
 constexpr BackwardRule kReduce{reduce_backward, reduce_saved};
 constexpr BackwardRule kLinalg{linalg_backward, linalg_saved};
 constexpr BackwardRule kData{data_backward, data_saved};
+constexpr BackwardRule kAlongDim{along_dim_backward, along_dim_saved};
 
 const BackwardRule& family_rule(OpId op) {
   switch (op_info(op).family) {
@@ -33,6 +34,13 @@ const BackwardRule& family_rule(OpId op) {
     case OpFamily::ToDevice:
     case OpFamily::View:
       return kData;
+    case OpFamily::Gather:
+    case OpFamily::Scatter:
+    case OpFamily::Scan:
+      return kAlongDim;
+    case OpFamily::Sort:  // indices
+    case OpFamily::Sample:
+    case OpFamily::Nonzero:
     case OpFamily::Factory:
     case OpFamily::Random:
       return kNone;

@@ -4,7 +4,8 @@
 // per op family, as for the kernels: rules_pointwise.cpp (unary, clamp, binary, where,
 // cast), rules_reduce.cpp (reductions, softmax, layer_norm), rules_linalg.cpp (matmul,
 // linear, conv2d, pooling, im2col), rules_data.cpp (views, cat, index_select,
-// to_device). rules.cpp maps each op to its family's rule.
+// to_device), rules_along_dim.cpp (gather, scatters, scans, prod). rules.cpp maps each op to its
+// family's rule.
 #pragma once
 
 #include "ops/autograd/node.h"
@@ -31,6 +32,8 @@ TensorList linalg_backward(const OpNode& node, const Tensor& grad);
 uint32_t linalg_saved(const OpCall& call, uint32_t needs_grad);
 TensorList data_backward(const OpNode& node, const Tensor& grad);
 uint32_t data_saved(const OpCall& call, uint32_t needs_grad);
+TensorList along_dim_backward(const OpNode& node, const Tensor& grad);  // rules_along_dim.cpp
+uint32_t along_dim_saved(const OpCall& call, uint32_t needs_grad);
 
 // ---- helpers shared by the rules
 constexpr uint32_t kAll = ~0u;

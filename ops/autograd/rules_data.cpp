@@ -1,6 +1,6 @@
 // Backward rules of data movement: views (the gradient is reshaped, permuted back,
 // summed over expanded dims, or placed into zeros for slices), cat (the gradient is cut
-// back into the pieces), index_select (rows summed back through a one-hot product) and
+// back into the pieces), index_select (rows summed back with index_add) and
 // to_device (the engine moves the gradient back).
 #include "ops/api.h"
 #include "ops/autograd/rules.h"
@@ -60,23 +60,12 @@ TensorList cat_grad(const OpNode& n, const Tensor& g) {
 }
 
 // x.index_select(dim, index): rows of g go back to the rows they came from, summed
-// where an index repeats: onehot[index, rows]^T @ g, with dim moved to the front.
+// where an index repeats (index_add into zeros).
 Tensor index_select_grad(const OpNode& n, const Tensor& g) {
-  const int64_t dim = n.call().attrs.dim;
   const Dims& in = n.inputs[0].sizes;
-  const Tensor index = n.saved(1).reshape({-1, 1});
-  const int64_t rows = in.empty() ? 1 : in[dim];
-  const Tensor onehot =
-      (index == arange(rows, TensorOptions(DType::Int64, g.device())).view({1, -1})).to(g.dtype());
-  if (in.empty()) return sum(onehot.reshape({-1}) * g.reshape({-1})).reshape(in);
-  const Tensor gm = g.transpose(0, dim);  // [k, ...rest]
-  Dims moved = gm.sizes();
-  moved[0] = rows;
-  // The trailing size is spelled out: -1 cannot be inferred when no row was selected.
-  int64_t rest = 1;
-  for (size_t d = 1; d < moved.size(); ++d) rest *= moved[d];
-  const Tensor summed = matmul(onehot.t(), gm.reshape({gm.size(0), rest}));
-  return summed.reshape(moved).transpose(0, dim).contiguous();
+  const Tensor index = n.saved(1).reshape({-1});
+  if (in.empty()) return sum(g).reshape(in);  // a 0-dim input: its one element, picked once
+  return index_add(zeros_for(n, g), n.call().attrs.dim, index, g);
 }
 
 }  // namespace

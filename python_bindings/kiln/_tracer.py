@@ -108,7 +108,9 @@ def compile(fn=None, *, warmup=None, fullgraph=False, mode="default", name=None)
 
 
 class Explanation:
-    """What the tracer did: ``traces``, ``graph_breaks`` (reason; kind and phase:
+    """What the tracer did: ``traces`` (each with ``replay_median_ms`` and
+    ``eager_median_ms``, its replays measured against eager for its own ops, None until
+    measured; ``stays_eager`` with ``eager_reason`` when they were slower), ``graph_breaks`` (reason; kind and phase:
     its row and phase in tracer/break_reasons.def; file, line, function, count, eager_ms: time spent eager because of it, eager_ops, est_saving_ms: an ESTIMATE
     of what compiling through it would save, eager_ms minus those ops at the measured
     replay time per op, None before any replay), ``recompiles`` (the guard that

@@ -8,6 +8,8 @@
 //   tensor_index.cpp  __getitem__ / __setitem__ (ints, slices, None, ..., tensors)
 //   ops.cpp           module-level op functions; unary/binary ones generated from
 //                     the op table (ops/ops.def), the rest bound one by one
+//   ops_along_dim.cpp gather / scatter / sort / topk / cumsum / prod functions
+//   ops_sample.cpp    multinomial, nonzero, masked_select
 //   interop.cpp       __array_interface__, from_numpy, DLPack export and import
 //   site.cpp          the tracer's site provider (exact Python sites, their words)
 //   python_frames.cpp reading the Python stack without frame objects (CPython 3.11)
@@ -37,6 +39,8 @@ void register_converters();
 void register_tensor_class();
 void register_tensor_index();
 void register_ops();
+void register_along_dim_ops();  // ops_along_dim.cpp
+void register_sample_ops();     // ops_sample.cpp
 void register_interop();
 void register_site();
 void register_tracer();

@@ -25,6 +25,8 @@ BOOST_PYTHON_MODULE(_kiln) {
   register_tensor_class();
   register_tensor_index();
   register_ops();
+  register_along_dim_ops();
+  register_sample_ops();
   register_interop();
   register_site();
   register_tracer();

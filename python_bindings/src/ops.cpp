@@ -127,6 +127,18 @@ const char* family_name(OpFamily f) {
       return "cat";
     case OpFamily::IndexSelect:
       return "index_select";
+    case OpFamily::Gather:
+      return "gather";
+    case OpFamily::Scatter:
+      return "scatter";
+    case OpFamily::Sort:
+      return "sort";
+    case OpFamily::Scan:
+      return "scan";
+    case OpFamily::Sample:
+      return "sample";
+    case OpFamily::Nonzero:
+      return "nonzero";
     case OpFamily::ToDevice:
       return "to_device";
     case OpFamily::Factory:

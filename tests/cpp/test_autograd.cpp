@@ -422,6 +422,33 @@ std::vector<GradCase> build_cases() {
   add("embedding", {{{5, 3}}}, [](const auto& x) {
     return kiln::embedding(x[0], i64({4, 0, 4, 2, 1, 4}, {2, 3}));
   });
+  // ---- along one dim: gather / scatters, sort values (through gather), scans, prod
+  add("gather_dim1_repeats", {{{3, 4}}}, [](const auto& x) {
+    return kiln::gather(x[0], 1, i64({0, 3, 3, 1, 2, 2}, {3, 2}));
+  });
+  add("scatter_src_and_input", {{{3, 4}}, {{2, 4}}}, [](const auto& x) {
+    return kiln::scatter(x[0], 0, i64({2, 0, 1, 2, 0, 1, 2, 0}, {2, 4}), x[1]);
+  });
+  add("scatter_value", {{{3, 4}}}, [](const auto& x) {
+    return kiln::scatter(x[0], 1, i64({3, 0, 2}, {3, 1}), kiln::Scalar(1.5));
+  });
+  add("scatter_add_repeats_small_index", {{{3, 4}}, {{3, 5}}}, [](const auto& x) {
+    return kiln::scatter_add(x[0], 1, i64({0, 0, 3, 1, 1, 2}, {3, 2}), x[1]);
+  });
+  add("index_add_alpha", {{{4, 3}}, {{5, 3}}}, [](const auto& x) {
+    return kiln::index_add(x[0], 0, i64({3, 0, 3, 2, 1}, {5}), x[1], 2.5);
+  });
+  add("sort_values", {{{3, 5}}}, [](const auto& x) { return kiln::sort(x[0], 1, true).values; });
+  add("topk_values", {{{4, 3}}}, [](const auto& x) { return kiln::topk(x[0], 2, 0).values; });
+  add("cumsum_dim1", {{s234}}, [](const auto& x) { return kiln::cumsum(x[0], 1); });
+  add("cumprod_nonzero", {{{3, 4}, away_from_zero(0.3)}},
+      [](const auto& x) { return kiln::cumprod(x[0], -1); });
+  add("prod_dim_keepdim", {{s234}}, [](const auto& x) { return kiln::prod(x[0], 1, true); });
+  add("prod_with_zeros", {{{2, 4}}}, [](const auto& x) {
+    const Tensor mask = i64({1, 0, 1, 1, 0, 0, 1, 1}, {2, 4}).to(x[0].dtype());
+    return kiln::prod(x[0] * mask, 1);  // one zero in row 0, two in row 1
+  });
+  add("prod_all", {{{2, 3}}}, [](const auto& x) { return kiln::prod(x[0]); });
   add("to_device_cpu", {{s34}}, [](const auto& x) { return to_device_cpu(x[0]) * x[0]; });
 
   // ---- views
@@ -512,9 +539,10 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradcheckJit, ::testing::Range<size_t>(0, grad_cas
 
 // Ops whose result carries no gradient (piecewise constant, integral or without inputs).
 const std::set<OpId>& non_differentiable() {
-  static const std::set<OpId> ops = {OpId::Eq,   OpId::Ne,     OpId::Lt,     OpId::Le,
-                                     OpId::Gt,   OpId::Ge,     OpId::Argmax, OpId::Empty,
-                                     OpId::Full, OpId::Arange, OpId::Rand,   OpId::Randn};
+  static const std::set<OpId> ops = {OpId::Eq,      OpId::Ne,     OpId::Lt,          OpId::Le,
+                                     OpId::Gt,      OpId::Ge,     OpId::Argmax,      OpId::Empty,
+                                     OpId::Full,    OpId::Arange, OpId::Rand,        OpId::Randn,
+                                     OpId::Argsort, OpId::Topk,   OpId::Multinomial, OpId::Nonzero};
   return ops;
 }
 

@@ -951,6 +951,16 @@ void device_rows(OpId op, std::vector<Row>& rows) {
     case kiln::OpFamily::IndexSelect:
       mixed = [](const Tensor& c, const Tensor& g) { kiln::index_select(g, 0, idx({0})); };
       break;
+    case kiln::OpFamily::Gather:
+    case kiln::OpFamily::Scatter:
+      mixed = [op](const Tensor& c, const Tensor& g) {
+        const Tensor index = idx({0, 1, 2}).view({3, 1});
+        if (op == OpId::Gather) kiln::gather(g, 0, index);
+        if (op == OpId::Scatter) kiln::scatter(g, 0, index, c.narrow(1, 0, 1));
+        if (op == OpId::ScatterAdd) kiln::scatter_add(g, 0, index, c.narrow(1, 0, 1));
+        if (op == OpId::IndexAdd) kiln::index_add(g, 0, idx({0, 1, 2}), c);
+      };
+      break;
     case kiln::OpFamily::Conv2d:
       mixed = [](const Tensor& c, const Tensor& g) {
         kiln::conv2d(c.view({1, 1, 3, 3}), g.view({1, 1, 3, 3}));
@@ -1190,6 +1200,160 @@ void view_rows(OpId op, std::vector<Row>& rows) {
   }
 }
 
+// gather / scatter / scatter_add / index_add, argsort / topk, cumsum / cumprod / prod.
+void along_dim_rows(OpId op, std::vector<Row>& rows) {
+  const std::string b = bracket(op);
+  auto call = [op](const Tensor& x, int64_t dim, const Tensor& index) {
+    const Tensor src = kiln::zeros(index.sizes(), x.dtype());
+    switch (op) {
+      case OpId::Gather:
+        return kiln::gather(x, dim, index);
+      case OpId::Scatter:
+        return kiln::scatter(x, dim, index, src);
+      case OpId::ScatterAdd:
+        return kiln::scatter_add(x, dim, index, src);
+      default:
+        return kiln::index_add(x, dim, index.reshape({-1}),
+                               kiln::zeros({index.numel(), x.size(1)}, x.dtype()));
+    }
+  };
+  switch (op) {
+    case OpId::Gather:
+    case OpId::Scatter:
+    case OpId::ScatterAdd:
+    case OpId::IndexAdd: {
+      rows.push_back(error_row<IndexError>(op, "IndexOutOfRange",
+                                           [call] {
+                                             call(f32({3, 2}), 0, idx({0, 3}).view({2, 1}));
+                                           },
+                                           {b, "index 3", "size 3"}));
+      rows.push_back(error_row<IndexError>(op, "NegativeIndex",
+                                           [call] {
+                                             call(f32({3, 2}), 0, idx({-1, 0}).view({2, 1}));
+                                           },
+                                           {b, "index -1"}));
+      rows.push_back(error_row<DTypeError>(op, "FloatIndex",
+                                           [call] {
+                                             call(f32({3, 2}), 0, f32({2, 1}));
+                                           },
+                                           {b, "index", "float32"}));
+      rows.push_back(error_row<IndexError>(op, "DimOutOfRange",
+                                           [call] {
+                                             call(f32({3, 2}), 2, idx({0, 1}).view({2, 1}));
+                                           },
+                                           {b, "2"}));
+      if (op != OpId::IndexAdd) {
+        rows.push_back(error_row<ShapeError>(op, "IndexRank",
+                                             [call] {
+                                               call(f32({3, 2}), 0, idx({0, 1}));
+                                             },
+                                             {b, "rank"}));
+        rows.push_back(error_row<ShapeError>(op, "IndexLargerThanInput",
+                                             [call] {
+                                               call(f32({3, 2}), 0, idx({0, 0, 0}).view({1, 3}));
+                                             },
+                                             {b, "[1, 3]", "[3, 2]"}));
+      }
+      return;
+    }
+    case OpId::Argsort:
+    case OpId::Topk:
+      rows.push_back(error_row<IndexError>(op, "DimOutOfRange",
+                                           [op] {
+                                             if (op == OpId::Topk)
+                                               kiln::topk(f32({3, 2}), 1, 2);
+                                             else
+                                               kiln::argsort(f32({3, 2}), 2);
+                                           },
+                                           {b, "2"}));
+      rows.push_back(ieee_row(
+          op, "NaNIsTheLargest",
+          [op] {
+            const Tensor x = values({1.0, kNaN, -kInf, kInf});
+            return op == OpId::Topk ? kiln::topk(x, 2).indices : kiln::argsort(x, 0, true);
+          },
+          op == OpId::Topk ? Host({2}, {1, 3}) : Host({4}, {1, 3, 0, 2}), DType::Int64,
+          tol_exact()));
+      if (op == OpId::Topk) {
+        rows.push_back(error_row<kiln::Error>(op, "KTooLarge", [] { kiln::topk(f32({3}), 4); },
+                                              {b, "k 4", "size 3"}));
+      }
+      return;
+    default:
+      rows.push_back(error_row<IndexError>(op, "DimOutOfRange",
+                                           [op] {
+                                             if (op == OpId::Prod) kiln::prod(f32({3, 2}), 2);
+                                             if (op == OpId::Cumsum) kiln::cumsum(f32({3, 2}), -3);
+                                             if (op == OpId::Cumprod) kiln::cumprod(f32({3, 2}), 2);
+                                           },
+                                           {b}));
+      rows.push_back(ieee_row(
+          op, "NaNInfPropagate",
+          [op] {
+            const Tensor x = values({2.0, kInf, kNaN});
+            if (op == OpId::Prod) return kiln::prod(x, 0, true);
+            return op == OpId::Cumsum ? kiln::cumsum(x, 0) : kiln::cumprod(x, 0);
+          },
+          op == OpId::Prod ? Host({1}, {kNaN}) : Host({3}, {2.0, kInf, kNaN}), DType::Float32,
+          tol_exact()));
+      return;
+  }
+}
+
+// multinomial (bad probabilities, counts) and nonzero (shape from a host read).
+void sample_rows(OpId op, std::vector<Row>& rows) {
+  const std::string b = bracket(op);
+  if (op == OpId::Nonzero) {
+    rows.push_back(ieee_row(
+        op, "NaNAndInfAreNonzero",
+        [] {
+          return kiln::nonzero(values({0.0, kNaN, 0.0, -kInf})).reshape({-1});
+        },
+        Host({2}, {1, 3}), DType::Int64, tol_exact()));
+    rows.push_back(meta_row(
+        op, "EmptyAndAllZero",
+        [] {
+          return kiln::nonzero(kiln::zeros({0, 3}));
+        },
+        {0, 2}, DType::Int64));
+    rows.push_back(meta_row(
+        op, "ZeroDim", [] { return kiln::nonzero(kiln::ones({})); }, {1, 0}, DType::Int64));
+    return;
+  }
+  rows.push_back(error_row<kiln::Error>(op, "NaNProbability",
+                                        [] {
+                                          kiln::multinomial(values({0.5, kNaN}), 1);
+                                        },
+                                        {b, "nan"}));
+  rows.push_back(error_row<kiln::Error>(op, "NegativeProbability",
+                                        [] {
+                                          kiln::multinomial(values({0.5, -1.0}), 1);
+                                        },
+                                        {b, "< 0"}));
+  rows.push_back(error_row<kiln::Error>(op, "ZeroTotal",
+                                        [] {
+                                          kiln::multinomial(values({0.0, 0.0}), 1, true);
+                                        },
+                                        {b, "sum"}));
+  rows.push_back(error_row<kiln::Error>(op, "TooFewPositiveCategories",
+                                        [] {
+                                          kiln::multinomial(values({0.0, 1.0, 0.0}), 2);
+                                        },
+                                        {b, "not enough"}));
+  rows.push_back(error_row<kiln::Error>(op, "MoreSamplesThanCategories",
+                                        [] {
+                                          kiln::multinomial(values({1.0, 1.0}), 3);
+                                        },
+                                        {b, "3", "2 categories"}));
+  rows.push_back(error_row<ShapeError>(op, "Rank3",
+                                       [] {
+                                         kiln::multinomial(kiln::abs(f32({2, 2, 2})), 1);
+                                       },
+                                       {b, "rank"}));
+  rows.push_back(error_row<DTypeError>(
+      op, "IntProbs", [] { kiln::multinomial(kiln::ones({3}, DType::Int64), 1); }, {b, "int64"}));
+}
+
 std::vector<Row> rows_for(OpId op) {
   std::vector<Row> rows;
   switch (kiln::op_info(op).family) {
@@ -1224,6 +1388,16 @@ std::vector<Row> rows_for(OpId op) {
     case kiln::OpFamily::Cat:
     case kiln::OpFamily::IndexSelect:
       cat_index_rows(op, rows);
+      break;
+    case kiln::OpFamily::Gather:
+    case kiln::OpFamily::Scatter:
+    case kiln::OpFamily::Sort:
+    case kiln::OpFamily::Scan:
+      along_dim_rows(op, rows);
+      break;
+    case kiln::OpFamily::Sample:
+    case kiln::OpFamily::Nonzero:
+      sample_rows(op, rows);
       break;
     case kiln::OpFamily::ToDevice:
       break;

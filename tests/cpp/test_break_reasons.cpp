@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "runtime/cuda_context.h"
+#include "slow_backend.h"
 #include "tracer/break_reason.h"
+#include "tracer/speed_check.h"
 #include "tracer_util.h"
 
 namespace kt {
@@ -81,6 +83,9 @@ std::string raise(BreakReason reason) {
       (void)y.cpu();
       break;
     }
+    case BreakReason::DataDependentShape:
+      (void)kiln::nonzero(kiln::exp(x) * 2.0 - 2.0);
+      break;
     case BreakReason::TraceTooLong: {
       tr::config().max_trace_length = 4;
       Tensor y = x;
@@ -126,6 +131,13 @@ std::string raise(BreakReason reason) {
       tr::config().recompile_limit = 2;
       for (int n = 1; n <= 6; ++n) hot([&] { return chain(random_tensor({n})); }, 2);
       break;
+    case BreakReason::SlowerThanEager: {
+      SlowBackendScope slow;  // replays sleep: slower than eager
+      tr::config().jit = true;
+      tr::config().speed_check = true;
+      hot([&] { return chain(x); }, 2 + tr::kSpeedTrialReplays);
+      break;
+    }
   }
   const tr::ExplainReport report = tr::explain();
   return report.table() + "\n" + report.json() + "\n" + logs.text();
@@ -140,6 +152,8 @@ std::vector<std::string> expected_text(BreakReason reason) {
       return {"__dlpack__() hands a tensor's memory to another library"};
     case BreakReason::CopyToHost:
       return {"a copy to the host (.cpu() / .to(\"cpu\")) copies a tensor to the host"};
+    case BreakReason::DataDependentShape:
+      return {"nonzero's output shape depends on its input's values (a host read)"};
     case BreakReason::TraceTooLong:
       return {"the trace reached the maximum length of 4 ops"};
     case BreakReason::UserException:
@@ -159,6 +173,9 @@ std::vector<std::string> expected_text(BreakReason reason) {
     case BreakReason::RecompileLimit:
       return {"-- abort: recompiled 3 times (limit 2; KILN_RECOMPILE_LIMIT); it stays eager",
               "[stays eager]"};
+    case BreakReason::SlowerThanEager:
+      return {"-- abort: replays took ", " eager; it stays eager (medians of 8", "[stays eager]",
+              "\"eager_reason\": \"replays took "};
   }
   return {};
 }

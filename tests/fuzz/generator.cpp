@@ -446,6 +446,17 @@ class Builder {
         return build_cat(s);
       case kiln::OpFamily::IndexSelect:
         return build_index_select(s);
+      case kiln::OpFamily::Gather:
+      case kiln::OpFamily::Scatter:
+      case kiln::OpFamily::Sort:
+      case kiln::OpFamily::Scan:
+        return build_along_dim(s);
+      case kiln::OpFamily::Sample:
+        return build_multinomial(s);
+      case kiln::OpFamily::Nonzero: {
+        s.args = {*pick_ref([](const Tensor&) { return true; })};
+        return true;
+      }
       case kiln::OpFamily::ToDevice: {
         s.args = {*pick_ref([](const Tensor&) { return true; })};
         return true;
@@ -722,6 +733,58 @@ class Builder {
     const int64_t count = n == 0 ? 0 : a.dim() == 0 ? pick_in(0, 1) : pick_in(0, 6);
     s.args = {*x, add_param(chance(0.5) ? DType::Int64 : DType::Int32, {count}, 0,
                             static_cast<double>(std::max<int64_t>(n - 1, 0)))};
+    return true;
+  }
+
+  // Gathers and scatters (src: x itself; index_add's: x.narrow(dim, 0, count)), sorts
+  // (s.b = topk's k, s.flag = descending / largest) and scans (s.flag = prod's keepdim),
+  // all along s.a. Index sizes fit every shape set.
+  bool build_along_dim(Step& s) {
+    const OpId op = s.op;
+    const bool needs_numeric = op == OpId::ScatterAdd || op == OpId::IndexAdd;
+    const auto x = pick_ref([&](const Tensor& t) {
+      return (!needs_numeric || numeric(t)) && (op != OpId::IndexAdd || t.dim() > 0);
+    });
+    if (!x) return false;
+    const int64_t rank = meta(*x).dim();
+    s.args = {*x};
+    s.a = random_dim(rank);
+    const int64_t d = s.a < 0 ? s.a + rank : s.a;
+    const int64_t n = rank == 0 ? 1 : min_size(*x, d);
+    s.flag = chance(0.5);
+    if (op == OpId::Topk) s.b = pick_in(0, n);
+    if (op == OpId::Gather || op == OpId::Scatter || op == OpId::ScatterAdd) {
+      Dims shape;
+      for (int64_t k = 0; k < rank; ++k) {
+        const int64_t m = min_size(*x, k);
+        if (k != d)
+          shape.push_back(pick_in(0, std::min<int64_t>(m, 2)));
+        else
+          shape.push_back(n == 0 ? 0 : op == OpId::Gather ? pick_in(0, 4) : pick_in(0, n));
+      }
+      s.args.push_back(
+          add_param(DType::Int64, shape, 0, static_cast<double>(std::max<int64_t>(n - 1, 0))));
+    }
+    if (op == OpId::IndexAdd) {
+      s.args.push_back(add_param(chance(0.5) ? DType::Int64 : DType::Int32, {pick_in(0, n)}, 0,
+                                 static_cast<double>(std::max<int64_t>(n - 1, 0))));
+    }
+    return true;
+  }
+
+  // Probabilities |x| + 0.25 of a floating input (finite by construction), rank 1 or 2.
+  bool build_multinomial(Step& s) {
+    std::vector<Ref> ok;
+    for (const Ref& r : refs()) {
+      const Tensor t = meta(r);
+      if (r.input && floating(t) && (t.dim() == 1 || t.dim() == 2) && min_size(r, t.dim() - 1) > 0)
+        ok.push_back(r);
+    }
+    if (ok.empty()) return false;
+    const Ref x = ok[static_cast<size_t>(pick(static_cast<int>(ok.size())))];
+    s.args = {x};
+    s.flag = chance(0.5);  // replacement
+    s.b = pick_in(1, s.flag ? 5 : min_size(x, meta(x).dim() - 1));
     return true;
   }
 

@@ -257,6 +257,28 @@ Tensor run_value_step(const Step& s, Env& env) {
     }
     case OpId::IndexSelect:
       return kiln::index_select(arg(0), s.a, arg(1));
+    case OpId::Gather:
+      return kiln::gather(arg(0), s.a, arg(1));
+    case OpId::Scatter:
+      return kiln::scatter(arg(0), s.a, arg(1), arg(0));
+    case OpId::ScatterAdd:
+      return kiln::scatter_add(arg(0), s.a, arg(1), arg(0));
+    case OpId::IndexAdd:
+      return kiln::index_add(arg(0), s.a, arg(1), arg(0).narrow(s.a, 0, arg(1).numel()), 2);
+    case OpId::Argsort:
+      return kiln::argsort(arg(0), s.a, s.flag, true);
+    case OpId::Topk:
+      return kiln::topk(arg(0), s.b, s.a, s.flag).values;
+    case OpId::Cumsum:
+      return kiln::cumsum(arg(0), s.a);
+    case OpId::Cumprod:
+      return kiln::cumprod(arg(0), s.a);
+    case OpId::Prod:
+      return kiln::prod(arg(0), s.a, s.flag);
+    case OpId::Multinomial:
+      return kiln::multinomial(kiln::abs(arg(0)) + 0.25, s.b, s.flag);
+    case OpId::Nonzero:
+      return kiln::nonzero(arg(0));
     case OpId::ToDevice: {
       // A host round trip copies on CUDA; on the CPU both moves return the tensor itself
       // (PyTorch's semantics), so the CPU legs clone: an in-place write to the result, or

@@ -147,6 +147,30 @@ std::string value_expr(const Step& s) {
     }
     case OpId::IndexSelect:
       return "kiln::index_select(" + a(0) + ", " + std::to_string(s.a) + ", " + a(1) + ")";
+    case OpId::Gather:
+      return "kiln::gather(" + a(0) + ", " + std::to_string(s.a) + ", " + a(1) + ")";
+    case OpId::Scatter:
+    case OpId::ScatterAdd:
+      return "kiln::" + op + "(" + a(0) + ", " + std::to_string(s.a) + ", " + a(1) + ", " + a(0) +
+             ")";
+    case OpId::IndexAdd:
+      return "kiln::index_add(" + a(0) + ", " + std::to_string(s.a) + ", " + a(1) + ", " + a(0) +
+             ".narrow(" + std::to_string(s.a) + ", 0, " + a(1) + ".numel()), 2)";
+    case OpId::Argsort:
+      return "kiln::argsort(" + a(0) + ", " + std::to_string(s.a) + ", " + keep + ", true)";
+    case OpId::Topk:
+      return "kiln::topk(" + a(0) + ", " + std::to_string(s.b) + ", " + std::to_string(s.a) + ", " +
+             keep + ").values";
+    case OpId::Cumsum:
+    case OpId::Cumprod:
+      return "kiln::" + op + "(" + a(0) + ", " + std::to_string(s.a) + ")";
+    case OpId::Prod:
+      return "kiln::prod(" + a(0) + ", " + std::to_string(s.a) + ", " + keep + ")";
+    case OpId::Multinomial:
+      return "kiln::multinomial(kiln::abs(" + a(0) + ") + 0.25, " + std::to_string(s.b) + ", " +
+             keep + ")";
+    case OpId::Nonzero:
+      return "kiln::nonzero(" + a(0) + ")";
     case OpId::ToDevice:
       return a(0) + ".cpu().to(device)  /* .clone() on the CPU: a copy everywhere */";
     case OpId::Empty:

@@ -16,6 +16,10 @@ import sys
 import numpy as np
 import pytest
 
+# The tracer's speed check (tracer/speed_check.h) pinned off: whether a trace keeps
+# replaying must not depend on the machine's load. Tests of the check turn it on.
+os.environ.setdefault("KILN_SPEED_CHECK", "0")
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 try:

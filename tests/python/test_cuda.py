@@ -287,3 +287,29 @@ def test_bad_index_in_a_traced_loop():
                 loss.item()
         else:
             np.testing.assert_allclose(loss.item(), 2.0 * w[rows].sum(), rtol=1e-5)
+
+
+def test_along_dim_sample_ops_cuda_vs_cpu(rng):
+    a = randn(rng, 6, 8)
+    a[1, 2] = np.nan
+    ca, ga = both(a)
+    idx = rng.integers(0, 6, size=(4, 8))
+
+    def index(x):
+        return kiln.tensor(idx, device=x.device)
+
+    cases = [
+        lambda x: kiln.gather(x, 0, index(x)), lambda x: x.scatter(0, index(x)[:1], x[:1]),
+        lambda x: x.scatter_add(0, index(x), x[:4]),
+        lambda x: x.index_add(0, index(x)[:, 0], x[:4], alpha=2),
+        lambda x: x.sort(1, stable=True).values, lambda x: x.argsort(0, descending=True),
+        lambda x: x.topk(3).indices, lambda x: x.cumsum(1), lambda x: x.cumprod(0),
+        lambda x: x.prod(1), lambda x: kiln.nonzero(x > 0), lambda x: x.masked_select(x > 0),
+        lambda x: kiln.einsum("ij,kj->ik", x, x),
+    ]
+    for fn in cases:
+        same(fn(ga), fn(ca), rtol=1e-5, atol=1e-5)
+    kiln.manual_seed(4)
+    c = kiln.multinomial(kiln.tensor(np.abs(a[:, 3:])), 3)
+    kiln.manual_seed(4)
+    same(kiln.multinomial(kiln.tensor(np.abs(a[:, 3:])).cuda(), 3), c)

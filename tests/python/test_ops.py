@@ -537,6 +537,11 @@ COVERED = set(UNARY) | set(BINARY) | {
     "avg_pool2d", "im2col", "col2im",
     "cat", "index_select", "to_device", "empty", "full", "arange", "rand", "randn", "view",
     "permute", "slice", "select", "expand", "squeeze", "unsqueeze",
+    # tested in test_along_dim.py
+    "gather", "scatter", "scatter_add", "index_add", "argsort", "topk", "cumsum", "cumprod",
+    "prod",
+    # tested in test_sample_einsum.py
+    "multinomial", "nonzero",
 }
 
 

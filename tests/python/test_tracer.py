@@ -387,3 +387,31 @@ def test_kiln_logs_one_line_per_event(tmp_path):
     assert "[kiln] graph break at train.py:5 (<module>): item() reads a value on the host" in lines, out.stderr
     assert any(l.startswith("[kiln] trace 1 compiled:") and "train.py" in l for l in lines), out.stderr
     assert sum("graph break" in l for l in lines) == 1  # once per site, not per iteration
+
+
+def test_replays_are_measured_against_eager(tmp_path):
+    """Never slower than eager: a fused chain on big tensors is measured against its
+    recording walks, reported in explain() and the perf log, and stays compiled."""
+    script = tmp_path / "chain.py"
+    script.write_text(
+        "import json, kiln\n"
+        "x = kiln.randn(1 << 20)\n"
+        "for i in range(24):\n"
+        "    y = x\n"
+        "    for _ in range(6):\n"
+        "        y = kiln.relu(y * 1.01 + 0.01) - 0.02\n"
+        "    s = y.sum().item()\n"
+        "print(kiln.explain().json())\n"
+    )
+    env = dict(os.environ, KILN_LOGS="perf", KILN_SPEED_CHECK="1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    trace = json.loads(out.stdout)["traces"][0]
+    assert trace["replay_median_ms"] > 0 and trace["eager_median_ms"] > 0, trace
+    assert trace["replay_median_ms"] <= 1.25 * trace["eager_median_ms"], trace
+    assert not trace["stays_eager"] and trace["eager_reason"] == "", trace
+    lines = [l for l in out.stderr.splitlines() if l.startswith("[kiln] trace 1 replays in")]
+    assert len(lines) == 1 and "eager (medians of 8)" in lines[0], out.stderr
