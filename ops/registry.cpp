@@ -35,7 +35,7 @@ bool OpAttrs::operator==(const OpAttrs& o) const {
          stride[1] == o.stride[1] && padding[0] == o.padding[0] && padding[1] == o.padding[1] &&
          correction == o.correction && keepdim == o.keepdim && scalar_first == o.scalar_first &&
          has_min == o.has_min && has_max == o.has_max && approximate_tanh == o.approximate_tanh &&
-         dtype == o.dtype && device == o.device;
+         causal == o.causal && dtype == o.dtype && device == o.device;
 }
 
 size_t OpAttrs::hash() const {
@@ -46,7 +46,7 @@ size_t OpAttrs::hash() const {
     hash_combine(h, std::hash<int64_t>()(v));
   }
   const size_t flags = (keepdim ? 1u : 0u) | (scalar_first ? 2u : 0u) | (has_min ? 4u : 0u) |
-                       (has_max ? 8u : 0u) | (approximate_tanh ? 16u : 0u);
+                       (has_max ? 8u : 0u) | (approximate_tanh ? 16u : 0u) | (causal ? 32u : 0u);
   hash_combine(h, flags);
   hash_combine(h, static_cast<size_t>(dtype));
   hash_combine(h, static_cast<size_t>(device.type) * 1024 + static_cast<size_t>(device.index));

@@ -22,6 +22,7 @@ enum class OpFamily : uint8_t {
   Reduce,
   Softmax,
   LayerNorm,
+  Attention,
   Matmul,
   Linear,
   Conv2d,
@@ -69,6 +70,7 @@ struct OpAttrs {
   bool scalar_first = false;              // binary op with the scalar on the left (2 - x)
   bool has_min = false, has_max = false;  // clamp
   bool approximate_tanh = false;          // gelu
+  bool causal = false;                    // attention: keys after the query masked
   DType dtype = DType::Float32;           // cast, factories
   Device device;                          // factories, to_device
 

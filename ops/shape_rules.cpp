@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ops/api.h"
+#include "ops/attention_layout.h"
 #include "ops/dispatch.h"
 #include "ops/view_rules.h"
 #include "runtime/cuda_context.h"
@@ -590,6 +591,8 @@ OutputMeta infer_output(const OpCall& c) {
       return infer_softmax(c);
     case OpFamily::LayerNorm:
       return infer_layer_norm(c);
+    case OpFamily::Attention:
+      return infer_attention(c);
     case OpFamily::Matmul:
       return infer_matmul(c);
     case OpFamily::Linear:

@@ -113,6 +113,8 @@ const char* family_name(OpFamily f) {
       return "softmax";
     case OpFamily::LayerNorm:
       return "layer_norm";
+    case OpFamily::Attention:
+      return "attention";
     case OpFamily::Matmul:
       return "matmul";
     case OpFamily::Linear:
@@ -188,6 +190,14 @@ Tensor optional_tensor(const bp::object& obj, const char* op, const char* arg) {
     throw DTypeError(
         detail::cat("[", op, "] ", arg, " must be a Tensor or None, got ", type_name(obj)));
   return tensor_of(obj.ptr());
+}
+
+Tensor sdpa_fn(const Tensor& q, const Tensor& k, const Tensor& v, const bp::object& mask,
+               bool is_causal, const bp::object& scale) {
+  std::optional<double> s;
+  if (!scale.is_none()) s = bp::extract<double>(scale)();
+  return kiln::scaled_dot_product_attention(
+      q, k, v, optional_tensor(mask, "scaled_dot_product_attention", "attn_mask"), is_causal, s);
 }
 
 Tensor layer_norm_fn(const Tensor& x, const bp::object& shape, const bp::object& weight,
@@ -491,6 +501,10 @@ void register_ops() {
   bp::def("layer_norm", &layer_norm_fn,
           (bp::arg("input"), bp::arg("normalized_shape"), bp::arg("weight") = none,
            bp::arg("bias") = none, bp::arg("eps") = 1e-5));
+  // fused attention (no dropout: kiln.nn.functional adds it through the composite)
+  bp::def("scaled_dot_product_attention", &sdpa_fn,
+          (bp::arg("query"), bp::arg("key"), bp::arg("value"), bp::arg("attn_mask") = none,
+           bp::arg("is_causal") = false, bp::arg("scale") = none));
 
   // linear algebra, convolution, pooling
   bp::def(
