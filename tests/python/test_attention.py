@@ -125,6 +125,23 @@ def test_bfloat16_within_its_precision(rng):
     np.testing.assert_allclose(to_np(got), expected, rtol=2e-2, atol=2e-2)
 
 
+@requires_torch
+def test_raw_rows_packed_layout_and_logsumexp(rng):
+    """kiln.attention's packed result: the output rows, then the float logsumexp rows."""
+    q, kk, v = (rng.standard_normal((2, 5, 8)).astype(np.float32) for _ in range(3))
+    packed = kiln.attention(k(q), k(kk), k(v), None, True, 0.5)
+    assert tuple(packed.shape) == (2, 5 + 1, 8)  # 5 floats of logsumexp fit in one row
+    out = kiln.attention_output(packed, k(q), k(kk), k(v), None, True, 0.5)
+    s = t(q) @ t(kk).transpose(-2, -1) * 0.5
+    s = s.masked_fill(torch.ones(5, 5, dtype=torch.bool).triu(1), float("-inf"))
+    assert_close(out, torch.softmax(s, -1) @ t(v), rtol=1e-5, atol=1e-6)
+    lse = to_np(packed)[:, 5, :5]
+    np.testing.assert_allclose(lse, torch.logsumexp(s, -1).numpy(), rtol=1e-5, atol=1e-6)
+    grads = kiln.attention_backward(k(np.ones((2, 5, 8), np.float32)), packed, k(q), k(kk),
+                                    k(v), None, True, 0.5)
+    assert tuple(grads.shape) == (2, 5 + 2 * 5, 8)
+
+
 def test_is_one_fused_op_and_dropout_takes_the_composite(rng):
     q = k(rng.standard_normal((1, 2, 4, 8)).astype(np.float32), requires_grad=True)
     out = KF.scaled_dot_product_attention(q, q, q)
