@@ -111,6 +111,26 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& weight = {},
                   const Tensor& bias = {}, double eps = 1e-5);
 
+// ---- attention
+// softmax(q k^T * scale [+ mask]) v over q [..., L, E], k [..., S, E], v [..., S, Ev]
+// (batch dims broadcast); attn_mask broadcastable to [..., L, S], bool (false drops a
+// key) or floating (added); is_causal drops keys j > i; scale defaults to 1/sqrt(E).
+// Fused (ops/attention_layout.h: one pass forward, one backward from the saved
+// logsumexp) on the CPU always; on CUDA where attention_cuda_supports says so (the
+// composite otherwise). Dropout is the caller's (kiln.nn.functional takes the
+// composite path for it).
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = {}, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt);
+// The unfused form (matmul, scale, where/add, softmax, matmul), with attn_mask already
+// bool or of q's dtype.
+Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                           bool is_causal, double scale);
+// Whether the CUDA fused forward takes these inputs (batch dims already broadcast):
+// float32 / bfloat16 / float16, E == Ev of 64 or 128, no mask, at most 2 batch dims,
+// 16-byte aligned rows (ops/cuda/attention.cu). False in a build without CUDA.
+bool attention_cuda_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask);
+
 // ---- linear algebra, convolution, pooling
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});

@@ -64,6 +64,8 @@ void run_kernel(const OpCall& call, const Tensor& out) {
       KILN_RUN(softmax)
     case OpFamily::LayerNorm:
       KILN_RUN(layer_norm)
+    case OpFamily::Attention:
+      KILN_RUN(attention)
     case OpFamily::Matmul:
       KILN_RUN(matmul)
     case OpFamily::Linear:

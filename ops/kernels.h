@@ -17,6 +17,7 @@ namespace kiln {
   void reduce(const OpCall& call, const Tensor& out);              \
   void softmax(const OpCall& call, const Tensor& out);             \
   void layer_norm(const OpCall& call, const Tensor& out);          \
+  void attention(const OpCall& call, const Tensor& out);           \
   void matmul(const OpCall& call, const Tensor& out);              \
   void linear(const OpCall& call, const Tensor& out);              \
   void conv2d(const OpCall& call, const Tensor& out);              \

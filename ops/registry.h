@@ -22,6 +22,7 @@ enum class OpFamily : uint8_t {
   Reduce,
   Softmax,
   LayerNorm,
+  Attention,
   Matmul,
   Linear,
   Conv2d,
@@ -78,6 +79,7 @@ struct OpAttrs {
   bool descending = false, stable = false;  // argsort, topk (descending: largest first)
   int64_t count = 0;                        // topk's k, multinomial's samples, nonzero's count
   bool replacement = false;                 // multinomial
+  bool causal = false;                      // attention: keys after the query masked
   DType dtype = DType::Float32;             // cast, factories
   Device device;                            // factories, to_device
 

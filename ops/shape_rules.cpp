@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "ops/api.h"
+#include "ops/attention_layout.h"
 #include "ops/dispatch.h"
 #include "ops/shape_rules_along_dim.h"
 #include "ops/shape_rules_sample.h"
@@ -592,6 +593,8 @@ OutputMeta infer_output(const OpCall& c) {
       return infer_softmax(c);
     case OpFamily::LayerNorm:
       return infer_layer_norm(c);
+    case OpFamily::Attention:
+      return infer_attention(c);
     case OpFamily::Matmul:
       return infer_matmul(c);
     case OpFamily::Linear:

@@ -11,6 +11,7 @@ constexpr BackwardRule kReduce{reduce_backward, reduce_saved};
 constexpr BackwardRule kLinalg{linalg_backward, linalg_saved};
 constexpr BackwardRule kData{data_backward, data_saved};
 constexpr BackwardRule kAlongDim{along_dim_backward, along_dim_saved};
+constexpr BackwardRule kAttention{attention_backward, attention_saved};
 
 const BackwardRule& family_rule(OpId op) {
   switch (op_info(op).family) {
@@ -23,6 +24,8 @@ const BackwardRule& family_rule(OpId op) {
     case OpFamily::Softmax:
     case OpFamily::LayerNorm:
       return kReduce;
+    case OpFamily::Attention:
+      return kAttention;
     case OpFamily::Matmul:
     case OpFamily::Linear:
     case OpFamily::Conv2d:
@@ -60,6 +63,10 @@ const BackwardRule& backward_rule(OpId op) {
     case OpId::Gt:
     case OpId::Ge:
     case OpId::Argmax:
+    // The fused attention's packed forward and its backward: attention_output carries
+    // the gradient (rules_attention.cpp).
+    case OpId::Attention:
+    case OpId::AttentionBackward:
       return kNone;
     default:
       return family_rule(op);

@@ -1,6 +1,7 @@
 // The kiln::cuda kernels of ops/kernels.h when kiln is built without the CUDA toolkit:
 // each throws DeviceError (the dispatcher only calls them for CUDA tensors, which such a
 // build cannot make; runtime/no_cuda/no_cuda.cpp is the runtime's side).
+#include "ops/api.h"
 #include "ops/kernels.h"
 #include "runtime/error.h"
 
@@ -17,6 +18,7 @@ KILN_NO_CUDA_KERNEL(where)
 KILN_NO_CUDA_KERNEL(reduce)
 KILN_NO_CUDA_KERNEL(softmax)
 KILN_NO_CUDA_KERNEL(layer_norm)
+KILN_NO_CUDA_KERNEL(attention)
 KILN_NO_CUDA_KERNEL(matmul)
 KILN_NO_CUDA_KERNEL(linear)
 KILN_NO_CUDA_KERNEL(conv2d)
@@ -35,3 +37,9 @@ KILN_NO_CUDA_KERNEL(random)
 #undef KILN_NO_CUDA_KERNEL
 
 }  // namespace kiln::cuda
+
+namespace kiln {
+bool attention_cuda_supports(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  return false;
+}
+}  // namespace kiln

@@ -113,6 +113,8 @@ const char* family_name(OpFamily f) {
       return "softmax";
     case OpFamily::LayerNorm:
       return "layer_norm";
+    case OpFamily::Attention:
+      return "attention";
     case OpFamily::Matmul:
       return "matmul";
     case OpFamily::Linear:
@@ -200,6 +202,26 @@ Tensor optional_tensor(const bp::object& obj, const char* op, const char* arg) {
     throw DTypeError(
         detail::cat("[", op, "] ", arg, " must be a Tensor or None, got ", type_name(obj)));
   return tensor_of(obj.ptr());
+}
+
+Tensor sdpa_fn(const Tensor& q, const Tensor& k, const Tensor& v, const bp::object& mask,
+               bool is_causal, const bp::object& scale) {
+  std::optional<double> s;
+  if (!scale.is_none()) s = bp::extract<double>(scale)();
+  return kiln::scaled_dot_product_attention(
+      q, k, v, optional_tensor(mask, "scaled_dot_product_attention", "attn_mask"), is_causal, s);
+}
+
+// The raw fused-attention rows (ops/attention_layout.h), for tests and tools; users
+// call scaled_dot_product_attention. inputs: the leading tensors, then q, k, v[, mask].
+Tensor attention_row(kiln::OpId op, const bp::list& tensors, bool is_causal, double scale) {
+  kiln::OpCall call{op, {}, {kiln::Scalar(scale)}, {}};
+  call.attrs.causal = is_causal;
+  for (bp::ssize_t i = 0; i < bp::len(tensors); ++i) {
+    const bp::object item = tensors[i];
+    if (!item.is_none()) call.inputs.push_back(bp::extract<Tensor>(item)());
+  }
+  return kiln::dispatch(call);
 }
 
 Tensor layer_norm_fn(const Tensor& x, const bp::object& shape, const bp::object& weight,
@@ -503,6 +525,35 @@ void register_ops() {
   bp::def("layer_norm", &layer_norm_fn,
           (bp::arg("input"), bp::arg("normalized_shape"), bp::arg("weight") = none,
            bp::arg("bias") = none, bp::arg("eps") = 1e-5));
+  // fused attention (no dropout: kiln.nn.functional adds it through the composite)
+  bp::def("scaled_dot_product_attention", &sdpa_fn,
+          (bp::arg("query"), bp::arg("key"), bp::arg("value"), bp::arg("attn_mask") = none,
+           bp::arg("is_causal") = false, bp::arg("scale") = none));
+  bp::def(
+      "attention",
+      +[](T q, T k, T v, const bp::object& mask, bool is_causal, double scale) {
+        return attention_row(kiln::OpId::Attention, bp::list(bp::make_tuple(q, k, v, mask)),
+                             is_causal, scale);
+      },
+      (bp::arg("query"), bp::arg("key"), bp::arg("value"), bp::arg("attn_mask") = none,
+       bp::arg("is_causal") = false, bp::arg("scale") = 1.0));
+  bp::def(
+      "attention_output",
+      +[](T packed, T q, T k, T v, const bp::object& mask, bool is_causal, double scale) {
+        return attention_row(kiln::OpId::AttentionOutput,
+                             bp::list(bp::make_tuple(packed, q, k, v, mask)), is_causal, scale);
+      },
+      (bp::arg("packed"), bp::arg("query"), bp::arg("key"), bp::arg("value"),
+       bp::arg("attn_mask") = none, bp::arg("is_causal") = false, bp::arg("scale") = 1.0));
+  bp::def(
+      "attention_backward",
+      +[](T grad, T packed, T q, T k, T v, const bp::object& mask, bool is_causal, double scale) {
+        return attention_row(kiln::OpId::AttentionBackward,
+                             bp::list(bp::make_tuple(grad, packed, q, k, v, mask)), is_causal,
+                             scale);
+      },
+      (bp::arg("grad"), bp::arg("packed"), bp::arg("query"), bp::arg("key"), bp::arg("value"),
+       bp::arg("attn_mask") = none, bp::arg("is_causal") = false, bp::arg("scale") = 1.0));
 
   // linear algebra, convolution, pooling
   bp::def(

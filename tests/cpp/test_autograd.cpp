@@ -333,6 +333,24 @@ std::vector<GradCase> build_cases() {
   add("layer_norm_1d", {{{5}}, {{5}}, {{5}}},
       [](const auto& x) { return kiln::layer_norm(x[0], {5}, x[1], x[2]); });
 
+  // ---- fused attention (attention_output's rule: the fused CPU backward)
+  add("attention_plain", {{{2, 3, 4}}, {{2, 5, 4}}, {{2, 5, 3}}},
+      [](const auto& x) { return kiln::scaled_dot_product_attention(x[0], x[1], x[2]); });
+  add("attention_causal_scale", {{{1, 2, 6, 3}}, {{1, 2, 4, 3}}, {{1, 2, 4, 5}}},
+      [](const auto& x) {
+        return kiln::scaled_dot_product_attention(x[0], x[1], x[2], {}, true, 0.7);
+      });
+  add("attention_bool_mask", {{{2, 3, 4}}, {{2, 5, 4}}, {{2, 5, 2}}}, [](const auto& x) {
+    const Tensor mask =
+        kiln::from_vector<bool>({1, 0, 1, 1, 0, 1, 1, 0, 0, 1, 0, 0, 1, 1, 1}, {3, 5});
+    return kiln::scaled_dot_product_attention(x[0], x[1], x[2], mask);
+  });
+  add("attention_float_mask", {{{2, 3, 4}}, {{2, 5, 4}}, {{2, 5, 4}}}, [](const auto& x) {
+    const Tensor mask = kiln::from_vector<double>(
+        {0.5, -1, 2, 0, 0.25, -0.5, 1, 1.5, -2, 0, 0.75, 0.1, -0.3, 0.2, -1.2}, {3, 5});
+    return kiln::scaled_dot_product_attention(x[0], x[1], x[2], mask);
+  });
+
   // ---- matmul, linear
   struct M {
     const char* name;
@@ -539,10 +557,12 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradcheckJit, ::testing::Range<size_t>(0, grad_cas
 
 // Ops whose result carries no gradient (piecewise constant, integral or without inputs).
 const std::set<OpId>& non_differentiable() {
-  static const std::set<OpId> ops = {OpId::Eq,      OpId::Ne,     OpId::Lt,          OpId::Le,
-                                     OpId::Gt,      OpId::Ge,     OpId::Argmax,      OpId::Empty,
-                                     OpId::Full,    OpId::Arange, OpId::Rand,        OpId::Randn,
-                                     OpId::Argsort, OpId::Topk,   OpId::Multinomial, OpId::Nonzero};
+  static const std::set<OpId> ops = {OpId::Eq,      OpId::Ne,        OpId::Lt,
+                                     OpId::Le,      OpId::Gt,        OpId::Ge,
+                                     OpId::Argmax,  OpId::Empty,     OpId::Full,
+                                     OpId::Arange,  OpId::Rand,      OpId::Randn,
+                                     OpId::Argsort, OpId::Topk,      OpId::Multinomial,
+                                     OpId::Nonzero, OpId::Attention, OpId::AttentionBackward};
   return ops;
 }
 

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 
+#include "ops/dispatch.h"
 #include "ops/registry.h"
 #include "reference.h"
 
@@ -19,6 +20,7 @@ using kiln::DeviceError;
 using kiln::DTypeError;
 using kiln::IndexError;
 using kiln::OpId;
+using kiln::Scalar;
 using kiln::ShapeError;
 using kiln::ValueError;
 
@@ -589,6 +591,57 @@ void softmax_rows(OpId op, std::vector<Row>& rows) {
       {3, 0}, DType::Float32));
   rows.push_back(huge_row(
       op, [op] { call_softmax(op, huge(), 1); }, b));
+}
+
+void attention_rows(OpId op, std::vector<Row>& rows) {
+  const std::string b = std::string("[") + kiln::op_name(op) + "]";
+  const Tensor q = f32({2, 3, 5, 8}), kv = f32({2, 3, 6, 8});
+  if (op == OpId::Attention) {
+    rows.push_back(error_row<ShapeError>(op, "KeyFeatures",
+                                         [] {
+                                           kiln::scaled_dot_product_attention(f32({2, 3, 5, 8}),
+                                                                              f32({2, 3, 6, 7}),
+                                                                              f32({2, 3, 6, 8}));
+                                         },
+                                         {b, "key", "[2, 3, 6, 8]", "[2, 3, 6, 7]"}));
+    rows.push_back(error_row<DTypeError>(op, "IntegerQuery",
+                                         [] {
+                                           const Tensor i = typed({2, 5, 8}, DType::Int32);
+                                           kiln::scaled_dot_product_attention(i, i, i);
+                                         },
+                                         {b, "query", "int32"}));
+    return;
+  }
+  // attention_output / attention_backward, called directly with a wrong packed or grad.
+  const Tensor packed =
+      kiln::dispatch(kiln::OpCall{OpId::Attention, {q, kv, kv}, {Scalar(0.5)}, {}});
+  if (op == OpId::AttentionOutput) {
+    rows.push_back(error_row<ShapeError>(
+        op, "PackedShape",
+        [=] {
+          kiln::dispatch(kiln::OpCall{op, {f32({2, 3, 5, 8}), q, kv, kv}, {Scalar(0.5)}, {}});
+        },
+        {b, "packed", kiln::dims_str(packed.sizes()), "[2, 3, 5, 8]"}));
+    rows.push_back(
+        error_row<ValueError>(op, "NoScale",
+                              [=] {
+                                kiln::dispatch(kiln::OpCall{op, {packed, q, kv, kv}, {}, {}});
+                              },
+                              {b, "scale", "got 0"}));
+    return;
+  }
+  rows.push_back(error_row<ShapeError>(
+      op, "GradShape",
+      [=] {
+        kiln::dispatch(kiln::OpCall{op, {f32({2, 3, 5, 7}), packed, q, kv, kv}, {Scalar(0.5)}, {}});
+      },
+      {b, "grad", "[2, 3, 5, 8]", "[2, 3, 5, 7]"}));
+  rows.push_back(
+      error_row<ValueError>(op, "TooFewInputs",
+                            [=] {
+                              kiln::dispatch(kiln::OpCall{op, {packed, q, kv}, {Scalar(0.5)}, {}});
+                            },
+                            {b, "expected 5 or 6 tensor arguments, got 3"}));
 }
 
 void layer_norm_rows(std::vector<Row>& rows) {
@@ -1375,6 +1428,9 @@ std::vector<Row> rows_for(OpId op) {
       break;
     case kiln::OpFamily::LayerNorm:
       layer_norm_rows(rows);
+      break;
+    case kiln::OpFamily::Attention:
+      attention_rows(op, rows);
       break;
     case kiln::OpFamily::Matmul:
     case kiln::OpFamily::Linear:

@@ -432,6 +432,8 @@ class Builder {
       }
       case kiln::OpFamily::LayerNorm:
         return build_layer_norm(s);
+      case kiln::OpFamily::Attention:
+        return false;  // covered by tests/python/test_attention.py (its ops take 3-6 tensors)
       case kiln::OpFamily::Matmul:
         return build_matmul(s);
       case kiln::OpFamily::Linear:

@@ -532,6 +532,8 @@ def test_like_factories(rng):
 # ---- the table is covered
 
 COVERED = set(UNARY) | set(BINARY) | {
+    # the fused attention rows: tests/python/test_attention.py
+    "attention", "attention_output", "attention_backward",
     "cast", "clamp", "where", "sum", "mean", "max", "min", "argmax", "var", "logsumexp",
     "softmax", "log_softmax", "layer_norm", "matmul", "linear", "conv2d", "max_pool2d",
     "avg_pool2d", "im2col", "col2im",

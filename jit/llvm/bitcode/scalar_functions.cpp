@@ -42,6 +42,7 @@ namespace pm = kiln::pm;
 #define KILN_FN_Reduce(Id, name, rule)
 #define KILN_FN_Softmax(Id, name, rule)
 #define KILN_FN_LayerNorm(Id, name, rule)
+#define KILN_FN_Attention(Id, name, rule)
 #define KILN_FN_Matmul(Id, name, rule)
 #define KILN_FN_Linear(Id, name, rule)
 #define KILN_FN_Conv2d(Id, name, rule)

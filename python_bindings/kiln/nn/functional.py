@@ -287,7 +287,17 @@ def mse_loss(input, target, reduction="mean"):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None):
-    """softmax(q @ k^T * scale + mask) @ v over the last two dims."""
+    """softmax(q @ k^T * scale + mask) @ v over the last two dims: one fused op (forward
+    and backward, ops/attention_layout.h; the C++ side takes the composite where a device
+    has no kernel for the inputs); with dropout_p > 0, the composite below."""
+    if _autocast._active[0]:
+        query, key, value = _autocast.lower(query, key, value)
+    if not dropout_p:
+        return _C.scaled_dot_product_attention(query, key, value, attn_mask, is_causal, scale)
+    return _attention_composite(query, key, value, attn_mask, dropout_p, is_causal, scale)
+
+
+def _attention_composite(query, key, value, attn_mask, dropout_p, is_causal, scale):
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = (query @ key.transpose(-2, -1)) * scale

@@ -1,0 +1,54 @@
+// Fused attention (ops attention, attention_output, attention_backward): where each
+// argument sits in a call, the shapes they must have and the layout of the tensors they
+// pass to each other. Shared by the shape rule (ops/attention_shapes.cpp), the kernels
+// (ops/cpu/attention.cpp, ops/cuda/attention.cu), the backward rule and ops/api.cpp.
+//
+//   q [B..., L, E], k [B..., S, E], v [B..., S, Ev], mask [B..., L, S] (bool: false
+//   drops the key; floating, q's dtype: added to the scores). The batch dims B... are
+//   the same for all (ops/api.cpp expands broadcast ones); last dims need not be
+//   contiguous. scalars[0] = scale; attrs.causal drops key j > query i (top-left
+//   aligned, as PyTorch).
+//
+//   attention        (q, k, v[, mask])                -> packed [B..., L + R, Ev]
+//   attention_output (packed, q, k, v[, mask])        -> out    [B..., L, Ev]
+//   attention_backward (grad, packed, q, k, v[, mask]) -> grads [B..., L + 2S, max(E, Ev)]
+//
+// packed: rows [0, L) hold the output, the R rows after them hold the logsumexp of each
+// query's scaled scores (FlashAttention-2's saved statistic) as L values of LseT<T>
+// (float, double for float64 inputs) written over the rows' bytes. grads: rows [0, L)
+// dq (first E columns), [L, L + S) dk (first E columns), [L + S, L + 2S) dv (first Ev).
+#pragma once
+
+#include <cstdint>
+
+#include "ops/registry.h"
+
+namespace kiln {
+
+// Index of q in a call of op (k and v follow it, then the optional mask).
+inline size_t attention_q_index(OpId op) {
+  return op == OpId::Attention ? 0 : op == OpId::AttentionOutput ? 1 : 2;
+}
+
+struct AttentionShape {
+  Dims batch;  // B...
+  int64_t batch_count = 1;
+  int64_t L = 0, S = 0, E = 0, Ev = 0;
+  bool has_mask = false;
+};
+// The shape of a validated call.
+AttentionShape attention_shape(const OpCall& call);
+
+// Bytes of one logsumexp value for inputs of dtype d (float64: 8, else 4).
+inline int64_t attention_lse_bytes(DType d) { return d == DType::Float64 ? 8 : 4; }
+// R: the rows of Ev elements of dtype d that hold L logsumexp values.
+inline int64_t attention_lse_rows(int64_t L, int64_t Ev, DType d) {
+  const int64_t row_bytes = Ev * itemsize(d);
+  return (L * attention_lse_bytes(d) + row_bytes - 1) / row_bytes;
+}
+
+// The shape rule of the Attention family (validates; names op, argument, expected vs
+// actual).
+OutputMeta infer_attention(const OpCall& call);
+
+}  // namespace kiln
