@@ -100,6 +100,7 @@ class FusedCudaTrace final : public FusedTrace {
     // Per library step, the copies into its moving inputs' staging buffers (see
     // stage_moving_inputs), issued just before the call.
     std::map<int, std::vector<StageCopy>> stage_copies;
+    std::vector<int> uploads;  // steps that copy a host tensor in: run before the launch
     for (size_t s = 0; s < plan_.steps.size(); ++s) {
       const Step& step = plan_.steps[s];
       if (step.kind == Step::Kind::View) {
@@ -114,6 +115,18 @@ class FusedCudaTrace final : public FusedTrace {
                              resolve(f->second.bias, externals, v)};
         } else {
           calls[s] = call_for(i, externals, scalars, v);
+        }
+        if (is_upload(calls[s], i)) {
+          // A host tensor copied to the device (a batch's .to(device)): it runs before the
+          // graph, outside it (a copy from pageable host memory cannot be captured), into
+          // a buffer of its own that the graph reads at a fixed address.
+          Tensor& buffer = uploads_[i];
+          const OutputMeta& m = program_.ops[i].meta;
+          if (!buffer.defined()) buffer = Tensor::make(m.sizes, m.dtype, m.device);
+          v[i] = buffer;
+          if (plan_.escapes[i]) user[i] = output_for(i, externals, v);
+          uploads.push_back(static_cast<int>(s));
+          continue;
         }
         v[i] = library_output(i, externals, v);
         if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
@@ -158,6 +171,8 @@ class FusedCudaTrace final : public FusedTrace {
       for (size_t s = 0; s < plan_.steps.size(); ++s) {
         const Step& step = plan_.steps[s];
         if (step.kind == Step::Kind::Library) {
+          if (std::find(uploads.begin(), uploads.end(), static_cast<int>(s)) != uploads.end())
+            continue;  // ran before the launch
           if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
             for (const StageCopy& sc : c->second) graph_.copy(sc.id, sc.dst, sc.src, sc.bytes);
           if (!patching) run_library_step(static_cast<int>(s), calls[s], v[step.op]);
@@ -175,6 +190,7 @@ class FusedCudaTrace final : public FusedTrace {
       }
     };
     auto launch_all = [&] { launch_steps(false); };
+    for (int s : uploads) run_library_step(s, calls[s], v[plan_.steps[s].op]);
     if (!graph_off_.empty()) {
       launch_all();
     } else if (graph_.recorded() && signature == signature_) {
@@ -219,6 +235,9 @@ class FusedCudaTrace final : public FusedTrace {
     const GraphStats& g = graph_.stats();
     if (!graph_off_.empty())
       out.push_back("cuda graph off: " + graph_off_ + "; kernels launched one by one");
+    if (!uploads_.empty())
+      out.push_back("cuda graph: " + std::to_string(uploads_.size()) +
+                    " host tensor(s) copied in before each launch, outside the graph");
     if (!stages_.empty())
       out.push_back("cuda graph: " + std::to_string(stages_.size()) +
                     " library input(s) moved between replays, copied into staging buffers");
@@ -331,6 +350,12 @@ class FusedCudaTrace final : public FusedTrace {
     }
   }
 
+  // A host tensor copied to this trace's device, out of place.
+  bool is_upload(const OpCall& call, int i) const {
+    return call.op == OpId::ToDevice && !program_.ops[i].in_place && call.inputs.size() == 1 &&
+           call.inputs[0].defined() && call.inputs[0].device().is_cpu();
+  }
+
   void run_library_step(int s, const OpCall& call, const Tensor& out) const {
     if (auto g = gemms_.find(s); g != gemms_.end()) {
       for (const Tensor& t : call.inputs)
@@ -354,6 +379,7 @@ class FusedCudaTrace final : public FusedTrace {
   mutable std::string graph_off_;  // why the graph is not used ("" while it is)
   mutable int recaptures_in_a_row_ = 0;
   mutable std::map<int, Tensor> staging_;
+  mutable std::map<int, Tensor> uploads_;  // by op: where a host tensor is copied in
   struct Stage {
     int id = 0;                        // its copy node's id (after the steps' ids)
     std::shared_ptr<Storage> storage;  // the moving input's span, copied before each call

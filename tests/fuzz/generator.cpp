@@ -456,7 +456,12 @@ class Builder {
       case kiln::OpFamily::Sample:
         return build_multinomial(s);
       case kiln::OpFamily::Nonzero: {
-        s.args = {*pick_ref([](const Tensor&) { return true; })};
+        // Its output shape counts the input's nonzero elements, so the legs must agree on
+        // them exactly: integer and bool values do; a float value need not (gelu and tanh
+        // saturate to exactly 0 in one leg and to a tiny value in another, an ulp apart).
+        const auto x = pick_ref([](const Tensor& t) { return !kiln::is_floating(t.dtype()); });
+        if (!x) return false;
+        s.args = {*x};
         return true;
       }
       case kiln::OpFamily::ToDevice: {
