@@ -25,16 +25,7 @@ namespace tr = kiln::tracer;
 
 namespace {
 
-class JitCpu : public TracerTest {
- protected:
-  void SetUp() override {
-    TracerTest::SetUp();
-#ifndef KILN_WITH_LLVM
-    GTEST_SKIP() << "built without LLVM";
-#endif
-    tr::config().jit = true;
-  }
-};
+class JitCpu : public LlvmJitTest {};
 
 // Runs f four times in a region (two warmups, a compile, replays) and returns the last
 // result; checks that a single trace compiled with the LLVM backend.

@@ -17,16 +17,7 @@ namespace tr = kiln::tracer;
 
 namespace {
 
-class JitInPlace : public TracerTest {
- protected:
-  void SetUp() override {
-    TracerTest::SetUp();
-#ifndef KILN_WITH_LLVM
-    GTEST_SKIP() << "built without LLVM";
-#endif
-    tr::config().jit = true;
-  }
-};
+class JitInPlace : public LlvmJitTest {};
 
 struct Param {
   Tensor p, m, v;

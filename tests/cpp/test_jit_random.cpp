@@ -16,16 +16,7 @@ namespace tr = kiln::tracer;
 
 namespace {
 
-class JitRandom : public TracerTest {
- protected:
-  void SetUp() override {
-    TracerTest::SetUp();
-#ifndef KILN_WITH_LLVM
-    GTEST_SKIP() << "built without LLVM";
-#endif
-    tr::config().jit = true;
-  }
-};
+class JitRandom : public LlvmJitTest {};
 
 // Calls f traced (in a region) `calls` times, each after manual_seed(100 + call), and
 // checks each result against f run eagerly after the same seed. Returns the kernel count

@@ -30,6 +30,18 @@ class TracerTest : public ::testing::Test {
   kiln::tracer::TracerConfig saved_;
 };
 
+// A TracerTest with the LLVM JIT on; skipped in builds without LLVM.
+class LlvmJitTest : public TracerTest {
+ protected:
+  void SetUp() override {
+    TracerTest::SetUp();
+#ifndef KILN_WITH_LLVM
+    GTEST_SKIP() << "built without LLVM";
+#endif
+    kiln::tracer::config().jit = true;
+  }
+};
+
 // Runs f untraced: kiln's eager result, the reference for traced runs. It does not end
 // the current trace (the dispatcher simply bypasses the tracer for these calls).
 template <class F>
