@@ -49,9 +49,10 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
   };
   std::vector<Block> blocks;
   std::vector<int> order;
+  const Device home = tracer::home_device(p);  // host-side ops of a GPU trace: fresh tensors
   for (int i = 0; i < n; ++i) {
     if (plan.canonical[i] != i || !plan.stored[i] || plan.escapes[i] || root[i] != i ||
-        p.ops[i].in_place)
+        p.ops[i].in_place || p.ops[i].meta.device != home)
       continue;
     // An op whose value escapes through a view keeps its own fresh tensor (escapes set).
     order.push_back(i);

@@ -2,7 +2,8 @@
 // but never reach the user get a slice of one arena owned by the plan and reused on every
 // run; two values share bytes only if their lifetimes (from the step that writes one to
 // the last step that reads it or any view of it) do not overlap. Values the user may hold
-// are allocated fresh each run, so a later run never overwrites them.
+// are allocated fresh each run, so a later run never overwrites them. The arena lives on the
+// trace's home device (tracer::home_device); host-side values of a GPU trace are fresh too.
 #pragma once
 
 #include <string>

@@ -28,6 +28,7 @@
 # KILN_GPU_STEPS=models runs only the real-models table (bench/models/run.py: GPT, CNN,
 # transformer-block inference, LSTM LM; kiln traced/eager vs PyTorch eager/torch.compile,
 # KILN_VERIFY=1 runs; extra arguments in KILN_MODELS_ARGS, e.g. "--only gpt");
+# KILN_GPU_STEPS=gtest runs only the gtests matching KILN_GPU_GTEST_FILTER;
 # KILN_GPU_STEPS=probe runs the gtests matching KILN_GPU_GTEST_FILTER (also honoured by the
 # full run), then the real-models table (KILN_MODELS_ARGS): a quick check of one change;
 # KILN_GPU_STEPS=sanitize runs only compute-sanitizer memcheck and racecheck on the CUDA
@@ -309,7 +310,14 @@ summary() {
 main() {
   step "unpack + environment" 120 setup_step
   if [[ "${KILN_GPU_STEPS:-all}" == script ]]; then  # KILN_GPU_SCRIPT under python3.11
-    step "script (python3.11)" 300 py311 "$KILN_GPU_SCRIPT"
+    # shellcheck disable=SC2086  # the script and its arguments
+    step "script (python3.11)" 300 py311 $KILN_GPU_SCRIPT
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == gtest ]]; then  # the gtests matching KILN_GPU_GTEST_FILTER
+    step "kiln_tests (gtest, ${KILN_GPU_GTEST_FILTER:-*})" 300 tests_step
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
     return
   fi
   if [[ "${KILN_GPU_STEPS:-all}" == pytest-only ]]; then  # the pytest suite alone

@@ -20,6 +20,14 @@ struct TraceProgram {
   std::vector<bool> live;  // per op: its value was held by the user at the boundary
 };
 
+// The device a trace's work runs on: its first op not on the CPU, else the CPU. Host-side
+// ops (a batch built on the CPU and copied in) may come before it and beside it.
+inline Device home_device(const TraceProgram& program) {
+  for (const TraceOp& op : program.ops)
+    if (!op.meta.device.is_cpu()) return op.meta.device;
+  return program.ops.empty() ? Device() : program.ops[0].meta.device;
+}
+
 class Executable {
  public:
   virtual ~Executable() = default;

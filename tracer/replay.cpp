@@ -20,7 +20,7 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
   for (size_t i = 0; i < wanted.size() && i < walk.outputs.size(); ++i)
     wanted[i] = !walk.outputs[i].expired();
   {
-    profiler::Span span(profiler::Kind::Replay, compiled.program.ops[0].meta.device,
+    profiler::Span span(profiler::Kind::Replay, home_device(compiled.program),
                         [&] { return detail::cat("replay trace ", compiled.id); });
     if (profiler::Event* e = span.event()) {
       e->trace_id = compiled.id;

@@ -56,7 +56,7 @@ void materialize(Walk& walk, size_t count) {
   if (count == 0) return;
   WalkBoundaryScope boundary(walk.in_boundary);
   const TraceProgram program = walk.program();
-  profiler::Span span(profiler::Kind::Materialize, program.ops[0].meta.device, [&] {
+  profiler::Span span(profiler::Kind::Materialize, home_device(program), [&] {
     return detail::cat("materialize ", count, " op(s) eagerly (trace at ",
                        walk.anchor->lifecycle.site().str(), ")");
   });

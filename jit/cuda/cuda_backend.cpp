@@ -80,6 +80,8 @@ class FusedCudaTrace final : public FusedTrace {
         graph_(device.index) {
     if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::string(g) == "0")
       graph_off_ = "KILN_CUDA_GRAPHS=0";
+    for (const Step& step : plan_.steps)
+      host_ops_ += step.kind == Step::Kind::Library && program_.ops[step.op].meta.device != device_;
   }
 
   void run(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
@@ -100,13 +102,23 @@ class FusedCudaTrace final : public FusedTrace {
     // Per library step, the copies into its moving inputs' staging buffers (see
     // stage_moving_inputs), issued just before the call.
     std::map<int, std::vector<StageCopy>> stage_copies;
-    std::vector<int> uploads;  // steps that copy a host tensor in: run before the launch
+    // Steps run on the host before the launch, in step order: host-side ops (a batch built
+    // on the CPU) and the copies of host tensors in.
+    std::vector<int> uploads;
     for (size_t s = 0; s < plan_.steps.size(); ++s) {
       const Step& step = plan_.steps[s];
       if (step.kind == Step::Kind::View) {
         run_eager_step(step, externals, scalars, v, Tensor());
       } else if (step.kind == Step::Kind::Library) {
         const int i = step.op;
+        if (program_.ops[i].meta.device != device_) {
+          // A host-side op: it reads host values only (accepts()), so it runs before the
+          // graph, into a fresh tensor (the memory plan leaves it off the arena).
+          calls[s] = call_for(i, externals, scalars, v);
+          v[i] = output_for(i, externals, v);
+          uploads.push_back(static_cast<int>(s));
+          continue;
+        }
         if (auto f = folds_.find(static_cast<int>(s)); f != folds_.end()) {
           // a @ b + bias (+ act): the GEMM's operands stand in the call's inputs.
           const TraceOp& mm = program_.ops[f->second.matmul];
@@ -235,6 +247,9 @@ class FusedCudaTrace final : public FusedTrace {
     const GraphStats& g = graph_.stats();
     if (!graph_off_.empty())
       out.push_back("cuda graph off: " + graph_off_ + "; kernels launched one by one");
+    if (host_ops_ > 0)
+      out.push_back("cuda graph: " + std::to_string(host_ops_) +
+                    " host-side op(s) run on the CPU before each launch");
     if (!uploads_.empty())
       out.push_back("cuda graph: " + std::to_string(uploads_.size()) +
                     " host tensor(s) copied in before each launch, outside the graph");
@@ -380,6 +395,7 @@ class FusedCudaTrace final : public FusedTrace {
   mutable int recaptures_in_a_row_ = 0;
   mutable std::map<int, Tensor> staging_;
   mutable std::map<int, Tensor> uploads_;  // by op: where a host tensor is copied in
+  int host_ops_ = 0;                       // library steps that are host-side ops
   struct Stage {
     int id = 0;                        // its copy node's id (after the steps' ids)
     std::shared_ptr<Storage> storage;  // the moving input's span, copied before each call
@@ -469,17 +485,23 @@ class NvrtcCudaBackend final : public JitBackend {
   NvrtcCudaBackend() : JitBackend(DeviceType::CUDA) {}
 
  protected:
+  // Every op on one CUDA device, or a host-side op reading host values only (a batch
+  // built on the CPU and copied in: it runs before the launch).
   bool accepts(const TraceProgram& program) const override {
-    if (program.ops.empty()) return false;
-    const Device device = program.ops[0].meta.device;
+    const Device device = tracer::home_device(program);
     if (!device.is_cuda()) return false;
-    for (const TraceOp& op : program.ops)
-      if (op.meta.device != device) return false;
+    for (const TraceOp& op : program.ops) {
+      if (op.meta.device == device) continue;
+      if (!op.meta.device.is_cpu()) return false;
+      for (const tracer::InputRef& r : op.inputs)
+        if (r.kind == tracer::InputRef::Kind::Value && !program.ops[r.index].meta.device.is_cpu())
+          return false;
+    }
     return true;
   }
 
   std::unique_ptr<KernelBuild> start(const TraceProgram& program, const DebugDump&) override {
-    const Device device = program.ops[0].meta.device;
+    const Device device = tracer::home_device(program);
     int sms = 1;
     if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device.index) != cudaSuccess) {
       cudaGetLastError();

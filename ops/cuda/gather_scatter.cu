@@ -1,19 +1,20 @@
 // CUDA Gather and Scatter families (gather, scatter, scatter_add, index_add) along
-// attrs.dim, on packed (contiguous) copies of the inputs. The index is validated on the
-// device first (the first offending position found with atomicMin, one sync) and a bad
-// one throws IndexError like the CPU kernel. No atomics: gather runs a thread per output
+// attrs.dim, on packed (contiguous) copies of the inputs. The kernels check the index
+// themselves, with no host sync (ops/cuda/bad_index.cuh): a bad entry is recorded and
+// skipped (a gather writes a zero), and the next host read raises IndexError like the CPU
+// kernel's, so the ops can be captured in a CUDA graph. No atomics: gather runs a thread per output
 // element; the scatters a thread per line (one position of every dim but dim) that
 // walks the index along dim in order, so repeated indices give the CPU's result (the
 // last write wins; additions in index order).
 #include <algorithm>
 
+#include "ops/cuda/bad_index.cuh"
 #include "ops/cuda/common.cuh"
 
 namespace kiln::cuda_impl {
 namespace {
 
 constexpr int kMaxRank = 12;
-constexpr unsigned long long kNoBadIndex = ~0ull;
 
 struct Shape {
   int rank = 0;
@@ -43,54 +44,57 @@ __device__ int64_t remap(const Shape& from, const Shape& to, int64_t p, int dim,
 }
 
 __global__ void check_index_kernel(const int64_t* index, int64_t n, int64_t limit,
-                                   unsigned long long* first_bad) {
+                                   BadIndexReport report) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    if (index[i] < 0 || index[i] >= limit) atomicMin(first_bad, static_cast<unsigned long long>(i));
-  }
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    if (index[i] < 0 || index[i] >= limit) report_bad_index(report, index[i], limit);
 }
 
-void check_index(const OpCall& c, const Tensor& index, int64_t limit, int device) {
+// Checks an index that no kernel walks (nothing to write): records a bad entry, no sync.
+void check_index_alone(const OpCall& c, const Tensor& index, int64_t limit, int device,
+                       const BadIndexReport& report) {
   const int64_t n = index.numel();
   if (n == 0) return;
-  DeviceBuffer flag(sizeof(unsigned long long), device);
-  auto* first_bad = flag.as<unsigned long long>();
-  cudaStream_t st = stream_of(device);
-  check(cudaMemsetAsync(first_bad, 0xff, sizeof(unsigned long long), st), c.name(),
-        "cudaMemsetAsync");
-  check_index_kernel<<<grid_for(n, 256, 1, device), 256, 0, st>>>(index.data<int64_t>(), n, limit,
-                                                                  first_bad);
+  check_index_kernel<<<grid_for(n, 256, 1, device), 256, 0, stream_of(device)>>>(
+      index.data<int64_t>(), n, limit, report);
   cuda_context::check_last_launch(c.name());
-  unsigned long long pos = kNoBadIndex;
-  cuda_context::copy_device_to_host(&pos, first_bad, sizeof(pos), device);
-  if (pos == kNoBadIndex) return;
-  int64_t value = 0;
-  cuda_context::copy_device_to_host(&value, index.data<int64_t>() + pos, sizeof(value), device);
-  throw IndexError(detail::cat("[", c.name(), "] index ", value, " is out of range for dim ",
-                               c.attrs.dim, " with size ", limit));
 }
 
 template <class T>
 __global__ void gather_kernel(T* out, const T* x, const int64_t* index, Shape index_shape,
-                              Shape x_shape, int dim, int64_t n) {
+                              Shape x_shape, int dim, int64_t n, BadIndexReport report) {
+  const int64_t limit = x_shape.rank == 0 ? 1 : x_shape.sizes[dim];
   for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
-       p += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[p] = x[remap(index_shape, x_shape, p, dim, index[p])];
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t at = index[p];
+    if (at < 0 || at >= limit) {
+      report_bad_index(report, at, limit);
+      out[p] = T{};
+      continue;
+    }
+    out[p] = x[remap(index_shape, x_shape, p, dim, at)];
+  }
 }
 
 // Line l of index_shape with dim's extent taken out: walks j along dim in order.
 template <class T, bool kAdd>
 __global__ void scatter_kernel(T* out, const T* src, T value, const int64_t* index,
                                Shape index_shape, Shape src_shape, Shape out_shape, int dim,
-                               int64_t lines) {
+                               int64_t lines, BadIndexReport report) {
   const int64_t len = index_shape.rank == 0 ? 1 : index_shape.sizes[dim];
+  const int64_t limit = out_shape.rank == 0 ? 1 : out_shape.sizes[dim];
   Shape line_shape = index_shape;
   if (line_shape.rank > 0) line_shape.sizes[dim] = 1;
   for (int64_t l = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; l < lines;
        l += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     for (int64_t j = 0; j < len; ++j) {
       const int64_t p = remap(line_shape, index_shape, l, dim, j);
-      const int64_t o = remap(index_shape, out_shape, p, dim, index[p]);
+      const int64_t at = index[p];
+      if (at < 0 || at >= limit) {
+        report_bad_index(report, at, limit);
+        continue;
+      }
+      const int64_t o = remap(index_shape, out_shape, p, dim, at);
       const T v = src ? src[remap(index_shape, src_shape, p, -1, 0)] : value;
       out[o] = kAdd ? convert<T>(widen(out[o]) + widen(v)) : v;
     }
@@ -100,12 +104,18 @@ __global__ void scatter_kernel(T* out, const T* src, T value, const int64_t* ind
 // index_add: a thread per (outer, inner) position walks the index in order.
 template <class T>
 __global__ void index_add_kernel(T* out, const T* src, const int64_t* index, int64_t count,
-                                 int64_t outer, int64_t size, int64_t inner, compute_t<T> alpha) {
+                                 int64_t outer, int64_t size, int64_t inner, compute_t<T> alpha,
+                                 BadIndexReport report) {
   for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < outer * inner;
        t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t o = t / inner, r = t % inner;
     for (int64_t j = 0; j < count; ++j) {
-      T& e = out[(o * size + index[j]) * inner + r];
+      const int64_t at = index[j];
+      if (at < 0 || at >= size) {
+        report_bad_index(report, at, size);
+        continue;
+      }
+      T& e = out[(o * size + at) * inner + r];
       e = convert<T>(widen(e) + alpha * widen(src[(o * count + j) * inner + r]));
     }
   }
@@ -119,13 +129,13 @@ void run_gather(const OpCall& c, const Tensor& out) {
   DeviceScope scope(device);
   const Tensor x = packed(c.inputs[0]);
   const Tensor index = packed(c.inputs[1], DType::Int64);
-  check_index(c, index, size_along(x, c.attrs.dim), device);
-  if (out.numel() == 0) return;
+  const BadIndexReport report = bad_index_report(c.name(), device, c.attrs.dim);
+  if (out.numel() == 0) return;  // out has the index's shape: nothing to check
   with_packed_out(out, x.dtype(), c.name(), [&](const Tensor& o) {
     const int64_t n = o.numel();
     gather_kernel<T><<<grid_for(n, 256, 1, device), 256, 0, stream_of(device)>>>(
         o.data<T>(), x.data<T>(), index.data<int64_t>(), shape_of(index.sizes(), c.name()),
-        shape_of(x.sizes(), c.name()), static_cast<int>(c.attrs.dim), n);
+        shape_of(x.sizes(), c.name()), static_cast<int>(c.attrs.dim), n, report);
     cuda_context::check_last_launch(c.name());
   });
 }
@@ -137,8 +147,11 @@ void run_scatter(const OpCall& c, const Tensor& out) {
   const Tensor& x = c.inputs[0];
   const int64_t dim = c.attrs.dim;
   const Tensor index = packed(c.inputs[1], DType::Int64);
-  check_index(c, index, size_along(x, dim), device);
-  if (out.numel() == 0) return;
+  const BadIndexReport report = bad_index_report(c.name(), device, dim);
+  if (out.numel() == 0) {  // every index entry is out of range of an empty dim
+    check_index_alone(c, index, size_along(x, dim), device, report);
+    return;
+  }
   with_packed_out(out, x.dtype(), c.name(), [&](const Tensor& o) {
     copy_convert(x, o, c.name());
     cudaStream_t st = stream_of(device);
@@ -151,7 +164,7 @@ void run_scatter(const OpCall& c, const Tensor& out) {
       }
       index_add_kernel<T><<<grid_for(outer * inner, 256, 1, device), 256, 0, st>>>(
           o.data<T>(), src.data<T>(), index.data<int64_t>(), index.numel(), outer,
-          size_along(o, dim), inner, c.scalars[0].to<compute_t<T>>());
+          size_along(o, dim), inner, c.scalars[0].to<compute_t<T>>(), report);
       cuda_context::check_last_launch(c.name());
       return;
     }
@@ -166,10 +179,12 @@ void run_scatter(const OpCall& c, const Tensor& out) {
     const int grid = grid_for(lines, 256, 1, device);
     if (c.op == OpId::ScatterAdd)
       scatter_kernel<T, true><<<grid, 256, 0, st>>>(o.data<T>(), s, value, index.data<int64_t>(),
-                                                    is, ss, os, static_cast<int>(dim), lines);
+                                                    is, ss, os, static_cast<int>(dim), lines,
+                                                    report);
     else
       scatter_kernel<T, false><<<grid, 256, 0, st>>>(o.data<T>(), s, value, index.data<int64_t>(),
-                                                     is, ss, os, static_cast<int>(dim), lines);
+                                                     is, ss, os, static_cast<int>(dim), lines,
+                                                     report);
     cuda_context::check_last_launch(c.name());
   });
 }

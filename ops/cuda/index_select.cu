@@ -5,28 +5,13 @@
 // next host read raises IndexError "[index_select] index 7 is out of range for dim 0
 // with size 5 (...)". The gather runs on a packed x, viewed as [outer, size, inner], and
 // checks the index itself; the index alone is checked when nothing is gathered.
+#include "ops/cuda/bad_index.cuh"
 #include "ops/cuda/common.cuh"
 
 namespace kiln::cuda_impl {
 namespace {
 
-using cuda_context::DeviceErrorRecord;
-
-__device__ void record_bad_index(DeviceErrorRecord* record, unsigned int op, int64_t value,
-                                 int64_t size, int64_t dim) {
-  if (atomicCAS(&record->flag, 0u, 1u) != 0u) return;  // an earlier error is kept
-  record->op = op;
-  record->value = value;
-  record->limit = size;
-  record->dim = dim;
-}
-
-// Where the kernels report: the device's record, the op's code and the indexed dim.
-struct Report {
-  DeviceErrorRecord* record;
-  unsigned int op;
-  int64_t dim;
-};
+using Report = BadIndexReport;
 
 template <class I>
 __global__ void check_index_kernel(const I* index, int64_t stride, int64_t n, int64_t size,
@@ -34,7 +19,7 @@ __global__ void check_index_kernel(const I* index, int64_t stride, int64_t n, in
   const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
     const int64_t v = static_cast<int64_t>(index[i * stride]);
-    if (v < 0 || v >= size) record_bad_index(report.record, report.op, v, size, report.dim);
+    if (v < 0 || v >= size) report_bad_index(report, v, size);
   }
 }
 
@@ -70,7 +55,7 @@ __global__ void gather_kernel(E* out, const E* x, const I* index, int64_t index_
     const U o = rest / m;
     const int64_t v = static_cast<int64_t>(index[static_cast<int64_t>(j) * index_stride]);
     if (v < 0 || v >= static_cast<int64_t>(size)) {
-      record_bad_index(report.record, report.op, v, static_cast<int64_t>(size), report.dim);
+      report_bad_index(report, v, static_cast<int64_t>(size));
       out[i] = E{};
       continue;
     }
@@ -111,8 +96,7 @@ void run(const OpCall& call, const Tensor& out) {
   const int64_t size = x.dim() == 0 ? 1 : x.size(dim);
   const int64_t m = index.numel();
   DeviceScope scope(device);
-  static const unsigned int op_code = cuda_context::device_error_op_code("index_select");
-  const Report report{cuda_context::device_error_record(device), op_code, dim};
+  const Report report = bad_index_report("index_select", device, dim);
   if (out.numel() == 0 || x.dim() == 0) {  // nothing gathered: the index checked alone
     if (m > 0) launch_check<I>(index, size, device, report, op);
     if (out.numel() > 0) copy_convert(x, out, op);  // a 0-dim input with its one index

@@ -634,6 +634,50 @@ TEST_F(JitCuda, NewBatchAddressEveryStepKeepsTheGraph) {
   EXPECT_LE(recaptures, 1) << r.table();
 }
 
+// A batch built on the host inside the trace (nanoGPT's get_batch: host index arithmetic,
+// a cat of host rows, then .to(device)) does not send the whole trace to the interpreter:
+// the host-side ops run on the CPU before each launch, the rest is fused and captured.
+TEST_F(JitCuda, HostSideOpsInsideAGpuTraceRunBeforeTheLaunch) {
+  const int64_t vocab = 37, width = 16, rows = 4, cols = 8;
+  const Host wh = random_host({vocab, width}, kF32);
+  const Tensor wg = make(wh, kF32, gpu()), wc = make(wh, kF32);
+  auto step = [&](const Tensor& w, const std::vector<Tensor>& parts, const Tensor& x) {
+    // host-side: shift the indices, join the rows; then the copy in
+    Tensor idx = kiln::cat(parts, 0) + int64_t{3};
+    Tensor e = kiln::embedding(w, idx.to(w.device()));
+    return kiln::softmax(kiln::tanh(e) * 0.5 + x, -1);
+  };
+  Range ids;
+  ids.ilo = 0;
+  ids.ihi = vocab - 4;
+  for (int i = 0; i < 8; ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    std::vector<Host> ph;
+    for (int r = 0; r < rows; ++r) ph.push_back(random_host({1, cols}, DType::Int64, ids));
+    const Host xh = random_host({rows, cols, width}, kF32);
+    auto parts = [&] {
+      std::vector<Tensor> p;
+      for (const Host& h : ph) p.push_back(make(h, DType::Int64));
+      return p;
+    };
+    const std::vector<Tensor> pg = parts();
+    const Tensor xg = make(xh, kF32, gpu());
+    Tensor y;
+    {
+      tr::Region region;
+      y = step(wg, pg, xg);
+    }
+    expect_same(y, eager([&] { return step(wg, pg, xg); }),
+                eager([&] { return step(wc, parts(), make(xh, kF32)); }), Tol{1e-5, 1e-5});
+  }
+  expect_cuda_traces(1);
+  const tr::ExplainReport r = tr::explain();
+  ASSERT_FALSE(r.traces.empty());
+  EXPECT_TRUE(has_note(r.traces[0], "host-side op(s) run on the CPU before each launch"))
+      << r.table();
+  EXPECT_TRUE(has_note(r.traces[0], "copied in before each launch")) << r.table();
+}
+
 // Dropout inside a CUDA trace: rand is fused (KOp::Random), its seed and offset are
 // kernel arguments patched per replay, so the graph is never re-captured, and every
 // replay draws what eager CUDA and eager CPU draw from the same generator state.

@@ -273,6 +273,24 @@ def test_bad_index_is_raised_at_the_next_host_read():
         kiln.index_select(x_cpu, 0, kiln.tensor([7]))
 
 
+def test_bad_index_of_gather_and_scatters_is_raised_at_the_next_host_read():
+    """gather, scatter, scatter_add and index_add check their index on the device too (no
+    host sync in the op, so a traced step holding them is captured in a CUDA graph): the
+    next host read raises IndexError naming the op and the index; the runtime goes on."""
+    x = kiln.randn(4, 3).cuda()
+    bad = kiln.tensor([[0, 9, 1]]).cuda()
+    cases = [("gather", lambda: kiln.gather(x, 0, bad)),
+             ("scatter", lambda: x.scatter(0, bad, x[:1])),
+             ("scatter_add", lambda: x.scatter_add(0, bad, x[:1])),
+             ("index_add", lambda: x.index_add(0, bad[0], x[:3]))]
+    for name, call in cases:
+        y = call()  # no error yet
+        with pytest.raises(IndexError, match=rf"\[{name}\] index 9 is out of range for dim 0"):
+            y.cpu()
+        good = kiln.gather(x, 0, kiln.tensor([[3, 0, 2]]).cuda())
+        np.testing.assert_array_equal(to_np(good)[0], to_np(x)[[3, 0, 2], [0, 1, 2]])
+
+
 def test_bad_index_in_a_traced_loop():
     """An embedding lookup in a compiled, replayed step: the bad batch raises at its
     loss.item(); the steps after it compute what eager computes."""
