@@ -100,10 +100,12 @@ kiln_env() {
     "$@"
 }
 PY311="$DEB_ROOT/usr/bin/python3.11"
+# KILN_GPU_WRAP: a command the carried python runs under (ncu and its flags, for instance).
 py311() {
+  # shellcheck disable=SC2086  # the wrapper and its flags
   kiln_env PYTHONHOME="$DEB_ROOT/usr" \
     PYTHONPATH="$G/python:$DEB_ROOT/usr/lib/python3/dist-packages" \
-    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 "$PY311" "$@"
+    PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 ${KILN_GPU_WRAP:-} "$PY311" "$@"
 }
 
 setup_step() {

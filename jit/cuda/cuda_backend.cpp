@@ -311,7 +311,7 @@ class FusedCudaTrace final : public FusedTrace {
   // has moved, the call reads it from a buffer owned by this trace instead, with the same
   // strides, and a copy node (patched per replay, no re-capture) fills the buffer with the
   // bytes the view spans just before the call. Inputs that never move (parameters, arena
-  // values) are read in place, copied never; a view spanning over twice its elements (a
+  // values) are read in place, copied never; a view spanning over 4x its elements (a
   // column of a large tensor) is not staged.
   struct StageCopy {
     int id;
@@ -340,8 +340,9 @@ class FusedCudaTrace final : public FusedTrace {
       if (!t.defined() || t.numel() == 0 || t.device() != device_) continue;
       if (result.defined() && t.storage() == result.storage()) continue;
       const int64_t span = span_of(t);
-      // A copy of the span must not cost much more than the view itself.
-      const bool stageable = span > 0 && span <= 2 * t.numel() + 64;
+      // A copy of the span must not cost much more than the view itself (q, k or v of a
+      // fused qkv projection spans 3x its elements: staged; a column of a matrix: not).
+      const bool stageable = span > 0 && span <= 4 * t.numel() + 64;
       const std::pair<int, int> slot{s, static_cast<int>(j)};
       auto st = stages_.find(slot);
       if (st == stages_.end()) {

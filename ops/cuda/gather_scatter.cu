@@ -2,10 +2,13 @@
 // attrs.dim, on packed (contiguous) copies of the inputs. The kernels check the index
 // themselves, with no host sync (ops/cuda/bad_index.cuh): a bad entry is recorded and
 // skipped (a gather writes a zero), and the next host read raises IndexError like the CPU
-// kernel's, so the ops can be captured in a CUDA graph. No atomics: gather runs a thread per output
-// element; the scatters a thread per line (one position of every dim but dim) that
-// walks the index along dim in order, so repeated indices give the CPU's result (the
-// last write wins; additions in index order).
+// kernel's, so the ops can be captured in a CUDA graph. gather runs a thread per output
+// element. scatter: a thread per line (one position of every dim but dim) walks the index
+// along dim in order, so repeated indices give the CPU's result (the last write wins).
+// The additions (scatter_add, index_add) of float32 and float64 run a thread per source
+// element with atomicAdd, as PyTorch's CUDA kernels do (an embedding's backward: thousands
+// of indices into a few rows; a walk per line is serial over them): repeated indices sum
+// in an unspecified order, within rounding of the CPU's index order. Other dtypes walk.
 #include <algorithm>
 
 #include "ops/cuda/bad_index.cuh"
@@ -121,6 +124,44 @@ __global__ void index_add_kernel(T* out, const T* src, const int64_t* index, int
   }
 }
 
+template <class T>
+constexpr bool kAtomicAdd = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// scatter_add: a thread per index element p adds src's element at p into out.
+template <class T>
+__global__ void scatter_add_atomic_kernel(T* out, const T* src, const int64_t* index,
+                                          Shape index_shape, Shape src_shape, Shape out_shape,
+                                          int dim, int64_t n, BadIndexReport report) {
+  const int64_t limit = out_shape.rank == 0 ? 1 : out_shape.sizes[dim];
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < n;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t at = index[p];
+    if (at < 0 || at >= limit) {
+      report_bad_index(report, at, limit);
+      continue;
+    }
+    atomicAdd(&out[remap(index_shape, out_shape, p, dim, at)],
+              src[remap(index_shape, src_shape, p, -1, 0)]);
+  }
+}
+
+// index_add: a thread per source element (o, j, r) adds alpha * src into row index[j].
+template <class T>
+__global__ void index_add_atomic_kernel(T* out, const T* src, const int64_t* index, int64_t count,
+                                        int64_t n, int64_t size, int64_t inner, T alpha,
+                                        BadIndexReport report) {
+  for (int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = t % inner, j = (t / inner) % count, o = t / (inner * count);
+    const int64_t at = index[j];
+    if (at < 0 || at >= size) {
+      report_bad_index(report, at, size);
+      continue;
+    }
+    atomicAdd(&out[(o * size + at) * inner + r], alpha * src[t]);
+  }
+}
+
 int64_t size_along(const Tensor& t, int64_t d) { return t.dim() == 0 ? 1 : t.size(d); }
 
 template <class T>
@@ -162,6 +203,15 @@ void run_scatter(const OpCall& c, const Tensor& out) {
         if (d < dim) outer *= o.size(d);
         if (d > dim) inner *= o.size(d);
       }
+      if constexpr (kAtomicAdd<T>) {
+        const int64_t n = outer * index.numel() * inner;
+        if (n > 0)
+          index_add_atomic_kernel<T><<<grid_for(n, 256, 1, device), 256, 0, st>>>(
+              o.data<T>(), src.data<T>(), index.data<int64_t>(), index.numel(), n,
+              size_along(o, dim), inner, c.scalars[0].to<T>(), report);
+        cuda_context::check_last_launch(c.name());
+        return;
+      }
       index_add_kernel<T><<<grid_for(outer * inner, 256, 1, device), 256, 0, st>>>(
           o.data<T>(), src.data<T>(), index.data<int64_t>(), index.numel(), outer,
           size_along(o, dim), inner, c.scalars[0].to<compute_t<T>>(), report);
@@ -176,6 +226,15 @@ void run_scatter(const OpCall& c, const Tensor& out) {
     const Shape is = shape_of(index.sizes(), c.name()), os = shape_of(o.sizes(), c.name());
     const Shape ss = has_src ? shape_of(src.sizes(), c.name()) : is;
     const T* s = has_src ? src.data<T>() : nullptr;
+    if constexpr (kAtomicAdd<T>) {
+      if (c.op == OpId::ScatterAdd) {
+        const int64_t n = index.numel();
+        scatter_add_atomic_kernel<T><<<grid_for(n, 256, 1, device), 256, 0, st>>>(
+            o.data<T>(), s, index.data<int64_t>(), is, ss, os, static_cast<int>(dim), n, report);
+        cuda_context::check_last_launch(c.name());
+        return;
+      }
+    }
     const int grid = grid_for(lines, 256, 1, device);
     if (c.op == OpId::ScatterAdd)
       scatter_kernel<T, true><<<grid, 256, 0, st>>>(o.data<T>(), s, value, index.data<int64_t>(),

@@ -327,6 +327,16 @@ def test_along_dim_sample_ops_cuda_vs_cpu(rng):
     ]
     for fn in cases:
         same(fn(ga), fn(ca), rtol=1e-5, atol=1e-5)
+    # An embedding's backward: thousands of indices into a few rows (atomic adds on CUDA)
+    rows = rng.integers(0, 65, size=4096)
+    src = randn(rng, 4096, 48)
+    big = [lambda x, s: x.index_add(0, kiln.tensor(rows, device=x.device), s),
+           lambda x, s: x.scatter_add(0, kiln.tensor(np.repeat(rows[:, None], 48, 1),
+                                                     device=x.device), s)]
+    cz, gz = both(randn(rng, 65, 48))
+    cs, gs = both(src)
+    for fn in big:
+        same(fn(gz, gs), fn(cz, cs), rtol=1e-4, atol=1e-4)
     kiln.manual_seed(4)
     c = kiln.multinomial(kiln.tensor(np.abs(a[:, 3:])), 3)
     kiln.manual_seed(4)
