@@ -109,11 +109,24 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
   auto reads_view_of = [&](const InputRef& r, int external) {
     return r.kind == InputRef::Kind::Value && view_of[r.index] == external;
   };
+  // Per value: the value a view (chain) of it looks into, or -1 (itself when not a view).
+  std::vector<int> value_view_of(n, -1);
+  for (int i = 0; i < n; ++i) {
+    const TraceOp& op = p.ops[i];
+    if (op_info(op.op).family != OpFamily::View) continue;
+    const int v = value_input(op.inputs[0]);
+    if (v >= 0) value_view_of[i] = value_view_of[v] >= 0 ? value_view_of[v] : v;
+  }
+  auto reads_view_of_value = [&](const InputRef& r, int value) {
+    const int v = value_input(r);
+    return v >= 0 && value_view_of[v] == value;
+  };
   for (int i = 0; i < n; ++i) {
     if (plan.canonical[i] != i) continue;
     const TraceOp& op = p.ops[i];
     const OpFamily fam = op_info(op.op).family;
     const bool fusible_kind = is_pointwise(fam, op.op) || is_row_op(op.op);
+    int value_target = -1;  // a fused first write into this value (see below)
     bool fusible = fusible_kind && (!options.can_fuse || options.can_fuse(p, i));
     if (fusible_kind && !fusible)
       plan.notes.push_back("v" + std::to_string(i) + " " + op.str() +
@@ -124,11 +137,27 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
       // A second write to the same tensor (its target the first write's value) writes
       // that external too.
       const InputRef root = in_place_root(p, op.target);
-      fusible = root.kind == InputRef::Kind::External && external_guard(p, root.index).alias_of < 0;
-      for (int s = 0; fusible && s < p.num_externals; ++s)
-        if (external_guard(p, s).alias_of == root.index) fusible = false;
-      for (const InputRef& r : op.inputs)
-        if (fusible && reads_view_of(r, root.index)) fusible = false;
+      if (root.kind == InputRef::Kind::External) {
+        fusible = external_guard(p, root.index).alias_of < 0;
+        for (int s = 0; fusible && s < p.num_externals; ++s)
+          if (external_guard(p, s).alias_of == root.index) fusible = false;
+        for (const InputRef& r : op.inputs)
+          if (fusible && reads_view_of(r, root.index)) fusible = false;
+      } else {
+        // The first write into a value of this trace (a gradient made by the backward,
+        // then clipped in place: `g.copy_(g * coef)`): the kernel stores into the
+        // value's buffer, as into an external's. Not into a view (that writes its base),
+        // not a second write, only element for element, and never reading the value
+        // through a view.
+        const int t = value_input(op.target);
+        const TraceOp& target = p.ops[t];
+        fusible = !target.in_place && op_info(target.op).family != OpFamily::View &&
+                  target.meta.sizes == op.meta.sizes &&
+                  target.meta.strides == contiguous_strides(target.meta.sizes) && !is_row_op(op.op);
+        for (const InputRef& r : op.inputs)
+          if (fusible && reads_view_of_value(r, t)) fusible = false;
+        value_target = fusible ? t : -1;
+      }
     }
     int k = -1;
     Dims full;
@@ -175,8 +204,15 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
             inputs_ok = false;
         }
       }
-      if (op.in_place && in_place_root(p, op.target).kind == InputRef::Kind::Value)
-        inputs_ok = false;
+      if (op.in_place && in_place_root(p, op.target).kind == InputRef::Kind::Value) {
+        // A write into a value joins a pointwise group of its shape that did not make
+        // the value and reads it only element for element (the group closes after it).
+        inputs_ok = value_target >= 0 && g.reduced_dims == 0 && op.meta.sizes == g.shape &&
+                    group_of[value_target] != open;
+        for (int j : g.ops)
+          for (const InputRef& r : p.ops[j].inputs)
+            if (inputs_ok && reads_view_of_value(r, value_target)) inputs_ok = false;
+      }
       for (InputRef t = op.in_place ? op.target : InputRef{};
            t.kind == InputRef::Kind::Value && p.ops[t.index].in_place; t = p.ops[t.index].target)
         if (group_of[plan.canonical[t.index]] != open) inputs_ok = false;  // an earlier write
@@ -219,7 +255,7 @@ void make_steps(const TraceProgram& p, const FusionOptions& options, FusionPlan&
         }
       }
     }
-    if (!joins && op.in_place && op.target.kind == InputRef::Kind::Value) {
+    if (!joins && op.in_place && op.target.kind == InputRef::Kind::Value && value_target < 0) {
       // A second write whose first is not in the open group: its reads of the first
       // write's value would alias the store in a new kernel.
       run_eagerly();

@@ -100,3 +100,43 @@ TEST_F(JitInPlace, ReadsOfAWrittenTensorAtOtherElementsSplitTheKernel) {
   ASSERT_EQ(r.traces.size(), 1u) << r.table();
   EXPECT_GE(r.traces[0].replays, 3) << r.table();
 }
+
+// A gradient made inside the trace and then clipped in place (`g.copy_(g * coef)`, as
+// clip_grad_norm_ does when backward and clipping are one trace): the write joins the
+// kernel that computes it and stores into the value's buffer, so no eager step writes a
+// buffer whose address moves between replays (on CUDA that switched the graph off). The
+// user holds the written values; a later read of one through a transposed view, and a
+// broadcast one, stay right.
+TEST_F(JitInPlace, AWriteIntoAValueOfTheTraceJoinsTheKernel) {
+  const Tensor a = random_tensor({24, 16}), b = random_tensor({16, 24}), bias = random_tensor({24});
+  auto f = [&](const Tensor& x) {
+    Tensor g = kiln::matmul(a * x, b);  // a library step's value
+    Tensor h = kiln::tanh(g) + bias;    // a kernel's value
+    const Tensor coef = 1.0 / (kiln::sqrt(kiln::sum(x * x)) + 1.0);
+    g.copy_(g * coef);
+    h.copy_(h * coef + 0.5);
+    Tensor t = g.transpose(0, 1) * 2.0 + h;  // reads the written values afterwards
+    return std::vector<Tensor>{g, h, t};
+  };
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE("call " + std::to_string(i));
+    const Tensor x = random_tensor({24, 16});
+    std::vector<Tensor> got;
+    {
+      tr::Region region;
+      got = f(x);
+    }
+    const std::vector<Tensor> want = eager([&] { return f(x); });
+    for (size_t k = 0; k < got.size(); ++k)
+      EXPECT_TRUE(all_close(got[k], read(want[k]), Tol{1e-5, 1e-6})) << "output " << k;
+  }
+  const tr::ExplainReport r = tr::explain();
+  ASSERT_EQ(r.traces.size(), 1u) << r.table();
+  EXPECT_GE(r.traces[0].replays, 3) << r.table();
+  for (const std::string& note : r.traces[0].notes)
+    EXPECT_EQ(note.find("eager"), std::string::npos) << note;
+  // a * x; the matmul; tanh + bias; the coefficient; g * coef written into g; h * coef +
+  // 0.5 written into h; the transposed read. Without the fused writes each copy_ is an
+  // eager step of its own (9).
+  EXPECT_EQ(r.traces[0].kernels, 7) << r.table();
+}
