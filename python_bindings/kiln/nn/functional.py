@@ -14,6 +14,7 @@ from ._functional_norm import (  # noqa: F401
     batch_norm, group_norm, instance_norm, normalize, rms_norm)
 from ._functional_spatial import *  # noqa: F401,F403
 from ._functional_spatial import __all__ as _spatial_all
+from ._functional_conv import conv_transpose1d, conv_transpose2d  # noqa: F401
 
 __all__ = [
     "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
@@ -21,7 +22,7 @@ __all__ = [
     "cross_entropy", "nll_loss", "mse_loss", "embedding", "one_hot",
     "scaled_dot_product_attention", "binary_cross_entropy_with_logits", "binary_cross_entropy",
     "batch_norm", "instance_norm", "group_norm", "rms_norm", "normalize",
-    "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+    "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "conv_transpose1d", "conv_transpose2d",
 ] + _act_all + _spatial_all
 
 

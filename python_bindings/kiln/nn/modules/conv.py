@@ -1,7 +1,8 @@
 """Conv1d and Conv2d (PyTorch's parameter names, shapes, init and arguments: padding
 as ints or 'valid' / 'same' (odd kernels), padding_mode zeros / reflect / replicate /
 circular). Conv1d runs as conv2d on a height-1 image. dilation and groups other than 1
-are not supported yet (the conv2d kernel has neither): they raise, naming the layer."""
+are not supported yet (the conv2d kernel has neither): they raise, naming the layer.
+ConvTranspose1d/2d (groups supported) are in conv_transpose.py."""
 
 import math
 
