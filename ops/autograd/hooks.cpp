@@ -25,8 +25,10 @@ Tensor apply_list(const std::vector<SlotHook>& hooks, int slot, Tensor g) {
     if (h.slot != slot) continue;
     Tensor r = h.fn(g);
     if (!r.defined()) continue;
-    KILN_CHECK(r.sizes() == g.sizes(), Error, "[register_hook] a hook changed the size of the "
-               "gradient from ", dims_str(g.sizes()), " to ", dims_str(r.sizes()));
+    KILN_CHECK(r.sizes() == g.sizes(), Error,
+               "[register_hook] a hook changed the size of the "
+               "gradient from ",
+               dims_str(g.sizes()), " to ", dims_str(r.sizes()));
     g = std::move(r);
   }
   return g;
@@ -100,12 +102,10 @@ std::vector<Tensor> record_function(const std::string& name, FunctionBackward fn
                                     const std::vector<Tensor>& inputs,
                                     const std::vector<Tensor>& outputs,
                                     const std::vector<bool>& differentiable) {
-  const bool any = grad_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) {
-                     return requires_grad(t);
-                   });
+  const bool any = grad_enabled() && std::any_of(inputs.begin(), inputs.end(),
+                                                 [](const Tensor& t) { return requires_grad(t); });
   if (!any) return outputs;
-  auto node =
-      std::make_shared<FunctionNode>(name, std::move(fn), static_cast<int>(outputs.size()));
+  auto node = std::make_shared<FunctionNode>(name, std::move(fn), static_cast<int>(outputs.size()));
   node->next.resize(inputs.size());
   node->inputs.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {

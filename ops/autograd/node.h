@@ -37,8 +37,8 @@ struct Edge {
 // used and returns a replacement, or an undefined tensor to keep it.
 using GradHook = std::function<Tensor(const Tensor&)>;
 struct SlotHook {
-  int slot = 0;      // the output slot of the node (0 for a leaf)
-  uint64_t id = 0;   // for removal
+  int slot = 0;     // the output slot of the node (0 for a leaf)
+  uint64_t id = 0;  // for removal
   GradHook fn;
 };
 

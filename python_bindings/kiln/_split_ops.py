@@ -98,7 +98,7 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     if batch1.ndim != 3 or batch2.ndim != 3:
         raise _C.KilnRuntimeError(f"addbmm: batch1 must be a 3D tensor (got {batch1.ndim}D) and "
                                   f"batch2 must be a 3D tensor (got {batch2.ndim}D)")
-    prod = _C.bmm(batch1, batch2).sum(0)
+    prod = (batch1 @ batch2).sum(0)
     return (input if beta == 1 else input * beta) + (prod if alpha == 1 else prod * alpha)
 
 

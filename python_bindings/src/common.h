@@ -65,7 +65,8 @@ void with_gil_if_releasable(F&& f) {
 void note_python_alive();
 // A strong reference to a Python callable that an autograd node keeps (released under
 // the GIL, or left alone after the interpreter is gone; autograd_api.cpp).
-std::shared_ptr<PyObject> hold_callable(const bp::object& fn);  // BOOST_PYTHON_MODULE: installs the Py_AtExit step
+std::shared_ptr<PyObject> hold_callable(
+    const bp::object& fn);  // BOOST_PYTHON_MODULE: installs the Py_AtExit step
 
 // The Python class object of kiln.Tensor (set by register_tensor_class).
 PyObject* tensor_type();

@@ -31,8 +31,9 @@ void register_sample_ops() {
         return bp::make_tuple(s.seed, s.offset);
       });
   bp::def(
-      "_restore_random_state",
-      +[](uint64_t seed, uint64_t offset) { restore_random_state(RandomState{seed, offset}); });
+      "_restore_random_state", +[](uint64_t seed, uint64_t offset) {
+        restore_random_state(RandomState{seed, offset});
+      });
   bp::def(
       "nonzero", +[](T x) { return kiln::nonzero(x); }, bp::arg("input"));
   bp::def(

@@ -61,9 +61,14 @@ class BackwardHook:
         return tuple(args), index
 
     def setup_input_hook(self, args):
+        # grad_input has zeros where no gradient arrived at a tensor input (torch's)
+        like = [(a.shape, a.dtype, a.device) for a in args if isinstance(a, Tensor)]
+
         def backward(grads):
+            grads = [g if g is not None else _C.zeros(s, dtype=d, device=dev)
+                     for g, (s, d, dev) in zip(grads, like)]
             if self.grad_outputs is None:  # the gradient did not pass through the output
-                return list(grads)
+                return grads
             res = _pack(self.input_index, grads, self.n_inputs)
             for hook in list(self.hooks.values()):
                 out = hook(self.module, res, self.grad_outputs)
