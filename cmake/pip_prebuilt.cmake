@@ -1,7 +1,8 @@
-# `pip install . -C cmake.define.KILN_PIP_PREBUILT=<build dir>`: instead of building
-# kiln again, package the module, libkiln.so and the Python sources of a build that
-# scripts/setup.sh already made (what ctest python_pip_install does: a second full build
-# would double CI's build time). The interpreter must be the one the module was built for.
+# `pip install . --config-settings=cmake.define.KILN_PIP_PREBUILT=<build dir>`: instead of
+# building kiln again, package the module, libkiln.so and the Python sources of a
+# build that scripts/setup.sh already made (what ctest python_pip_install does: a second
+# full build would double CI's build time). The interpreter must be the one the module
+# was built for.
 set(_kiln_dir ${KILN_PIP_PREBUILT})
 if(NOT IS_ABSOLUTE ${_kiln_dir})
   get_filename_component(_kiln_dir ${_kiln_dir} ABSOLUTE BASE_DIR ${CMAKE_CURRENT_SOURCE_DIR})

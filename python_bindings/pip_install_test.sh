@@ -19,8 +19,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$PY" -m venv --system-site-packages "$work/venv"
-args=(-C "build-dir=$work/build")
-[[ "$MODE" == full ]] || args+=(-C "cmake.define.KILN_PIP_PREBUILT=$BUILD")
+args=(--config-settings="build-dir=$work/build")
+[[ "$MODE" == full ]] || args+=(--config-settings="cmake.define.KILN_PIP_PREBUILT=$BUILD")
 start=$(date +%s)
 "$work/venv/bin/python" -m pip install -q --disable-pip-version-check "${args[@]}" "$SRC"
 echo "pip install ($MODE): $(($(date +%s) - start)) s"
