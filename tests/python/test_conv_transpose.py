@@ -1,6 +1,7 @@
-"""nn.ConvTranspose1d/2d and F.conv_transpose1d/2d against torch 1.13 on fresh random
-inputs and copied weights: values and gradients (input, weight, bias) over strides,
-padding, output_padding, groups, output_size, unbatched inputs; the errors."""
+"""nn.ConvTranspose1d/2d and F.conv_transpose1d/2d, and grouped (depthwise included)
+Conv1d/Conv2d, against torch 1.13 on fresh random inputs and copied weights: values and
+gradients (input, weight, bias) over strides, padding, output_padding, groups,
+output_size, unbatched inputs; the errors."""
 
 import pytest
 
@@ -82,6 +83,40 @@ def test_functional_matches(rng):
     got = kiln.nn.functional.conv_transpose2d(k(x), k(w), k(b), stride=2, groups=2)
     want = torch.nn.functional.conv_transpose2d(t(x), t(w), t(b), stride=2, groups=2)
     assert_close(got, want, **TOL)
+
+
+GROUPED = [
+    ("Conv2d", dict(cin=4, cout=6, k=3, groups=2, padding=1)),
+    ("Conv2d", dict(cin=6, cout=6, k=3, groups=6, stride=2)),  # depthwise
+    ("Conv2d", dict(cin=4, cout=8, k=(3, 1), groups=4, bias=False, padding_mode="reflect",
+                    padding=1)),
+    ("Conv1d", dict(cin=6, cout=3, k=3, groups=3, padding="same")),
+]
+
+
+@pytest.mark.parametrize("name,case", GROUPED, ids=str)
+def test_grouped_conv(rng, name, case):
+    c = dict(case)
+    cin, cout, ks = c.pop("cin"), c.pop("cout"), c.pop("k")
+    km = getattr(kiln.nn, name)(cin, cout, ks, **c).double()
+    tm = getattr(torch.nn, name)(cin, cout, ks, **c).double()
+    assert km.weight.shape == tuple(tm.weight.shape)
+    _copy(km, tm)
+    _run(rng, km, tm, (2, cin, 7, 6) if name == "Conv2d" else (2, cin, 9))
+    _run(rng, km, tm, (cin, 5, 6) if name == "Conv2d" else (cin, 8))  # unbatched
+
+
+@pytest.mark.parametrize("build", [
+    lambda lib: lib.nn.functional.conv2d(lib.zeros(1, 4, 5, 5), lib.zeros(6, 3, 3, 3), groups=2),
+    lambda lib: lib.nn.functional.conv2d(lib.zeros(1, 4, 5, 5), lib.zeros(5, 2, 3, 3), groups=2),
+    lambda lib: lib.nn.Conv2d(4, 4, 3, groups=0),
+    lambda lib: lib.nn.Conv2d(4, 6, 3, groups=4),
+])
+def test_grouped_conv_errors_match_torch_types(build):
+    with pytest.raises(Exception) as et:
+        build(torch)
+    with pytest.raises(type(et.value)):
+        build(kiln)
 
 
 @pytest.mark.parametrize("build", [

@@ -159,6 +159,7 @@ MODULES = {
     "convtranspose2d": (lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
                                                    output_padding=1, groups=2), (2, 4, 5, 4)),
     "convtranspose1d": (lambda: nn.ConvTranspose1d(3, 2, 4, stride=2), (2, 3, 7)),
+    "conv2d_depthwise": (lambda: nn.Conv2d(4, 8, 3, padding=1, groups=4), (2, 4, 6, 5)),
     "hooked": (lambda: _hooked(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))),
                (4, 6)),
 }

@@ -1,12 +1,13 @@
-"""Transposed convolutions of kiln.nn.functional, composed of kiln ops (so autograd,
-the tracer and both devices come with them): conv_transpose2d is a matmul of the
-weight with the input's pixels followed by col2im (the scatter-add of overlapping
+"""Transposed and grouped convolutions of kiln.nn.functional, composed of kiln ops (so
+autograd, the tracer and both devices come with them): conv_transpose2d is a matmul of
+the weight with the input's pixels followed by col2im (the scatter-add of overlapping
 patches, the op conv2d's backward uses); conv_transpose1d runs it on a height-1 image.
-groups splits the channels; dilation other than 1 is not supported (raises)."""
+A grouped conv2d (groups > 1, depthwise included) is im2col followed by one batched
+matmul over the groups. dilation other than 1 is not supported (raises)."""
 
 from .. import _kiln as _C
 
-__all__ = ["conv_transpose1d", "conv_transpose2d"]
+__all__ = ["conv_transpose1d", "conv_transpose2d", "grouped_conv2d"]
 
 
 def _pair(v, name, op, n=2):
@@ -85,3 +86,42 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     y = conv_transpose2d(input.unsqueeze(-2), weight.unsqueeze(-2), bias, (1,) + s, (0,) + p,
                          (0,) + o, groups)
     return y.squeeze(-2)
+
+
+def grouped_conv2d(input, weight, bias, stride, padding, groups):
+    """conv2d with groups > 1: input (N, C_in, H, W) (or unbatched), weight
+    (C_out, C_in / groups, kH, kW)."""
+    op = "conv2d"
+    stride, padding = _pair(stride, "stride", op), _pair(padding, "padding", op)
+    if input.ndim not in (3, 4):
+        raise _C.KilnRuntimeError(f"conv2d: Expected 3D (unbatched) or 4D (batched) input to "
+                                  f"conv2d, but got input of size: {list(input.shape)}")
+    if weight.ndim != 4:
+        raise _C.KilnRuntimeError(f"conv2d: weight should have 4 dimensions, got weight of size "
+                                  f"{list(weight.shape)}")
+    c_out, c_in_g, kh, kw = weight.shape
+    if groups < 1 or c_out % groups:
+        raise _C.KilnRuntimeError(f"conv2d: Given groups={groups}, expected weight to be "
+                                  f"divisible by {groups} at dimension 0, but got weight of size "
+                                  f"{list(weight.shape)} instead")
+    channels = input.shape[-3]
+    if channels != c_in_g * groups:
+        raise _C.KilnRuntimeError(
+            f"conv2d: Given groups={groups}, weight of size {list(weight.shape)}, expected "
+            f"input{list(input.shape)} to have {c_in_g * groups} channels, but got {channels} "
+            "channels instead")
+    batched = input.ndim == 4
+    x = input if batched else input.unsqueeze(0)
+    n, _, h, w = x.shape
+    oh = (h + 2 * padding[0] - kh) // stride[0] + 1
+    ow = (w + 2 * padding[1] - kw) // stride[1] + 1
+    if oh <= 0 or ow <= 0:
+        raise _C.KilnRuntimeError(f"conv2d: Calculated output size ({oh}x{ow}) is too small "
+                                  f"for input {list(input.shape)} and kernel {[kh, kw]}")
+    cols = _C.im2col(x, (kh, kw), stride, padding)  # [N, C_in*kH*kW, L], channel-major
+    cols = cols.reshape(n, groups, c_in_g * kh * kw, oh * ow)
+    wg = weight.reshape(groups, c_out // groups, c_in_g * kh * kw)
+    y = (wg @ cols).reshape(n, c_out, oh, ow)
+    if bias is not None:
+        y = y + bias.reshape(1, -1, 1, 1)
+    return y if batched else y.squeeze(0)

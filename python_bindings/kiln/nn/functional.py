@@ -15,6 +15,7 @@ from ._functional_norm import (  # noqa: F401
 from ._functional_spatial import *  # noqa: F401,F403
 from ._functional_spatial import __all__ as _spatial_all
 from ._functional_conv import conv_transpose1d, conv_transpose2d  # noqa: F401
+from ._functional_conv import grouped_conv2d as _grouped_conv2d
 
 __all__ = [
     "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
@@ -114,11 +115,12 @@ def _check_unit(name, op, value, unit):
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _check_unit("dilation", "conv2d", dilation, 1)
-    _check_unit("groups", "conv2d", groups, 1)
     if isinstance(padding, str):
         raise _C.KilnValueError(f"[conv2d] padding='{padding}' is not supported; give ints")
     if _autocast._active[0]:
         input, weight, bias = _autocast.lower(input, weight, bias)
+    if groups != 1:  # im2col and a batched matmul over the groups (_functional_conv.py)
+        return _grouped_conv2d(input, weight, bias, stride, padding, groups)
     return _C.conv2d(input, weight, bias, stride, padding)
 
 
