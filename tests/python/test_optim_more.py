@@ -239,7 +239,7 @@ def test_chained_and_warm_restarts_with_epochs_match_torch():
         sgdr = sch.CosineAnnealingWarmRestarts(opt2, T_0=2, T_mult=3, eta_min=0.05)
         return opt, chained, opt2, sgdr
 
-    (ko, kc, ko2, kw), (to, tc, to2, tw) = build(kiln), build(torch)
+    (ko, kc, _, kw), (to, tc, _, tw) = build(kiln), build(torch)
     for i in range(12):
         ko.step()
         to.step()
