@@ -7,6 +7,7 @@
 
 #include "ops/api.h"
 #include "ops/autograd/grad_mode.h"
+#include "ops/autograd/hooks.h"
 #include "ops/autograd/node.h"
 #include "ops/autograd/record.h"
 #include "runtime/error.h"
@@ -103,15 +104,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
     TensorList in = std::move(buffers[n]);
     buffers.erase(n);
     in.resize(static_cast<size_t>(n->num_outputs()));
-    for (size_t s = 0; s < in.size(); ++s) {
-      if (!in[s].defined()) continue;
-      if (s < n->retained.size()) {
-        if (auto impl = n->retained[s].lock(); impl && impl->autograd) {
-          Tensor& kept = impl->autograd->grad;
-          kept = kept.defined() ? add(kept, in[s]) : in[s].clone();
-        }
-      }
-    }
+    // grad() captures a gradient before the hooks of its tensor run (PyTorch's order).
     if (captures) {
       for (size_t s = 0; s < in.size(); ++s) {
         auto it = captures->find({n, static_cast<int>(s)});
@@ -122,6 +115,16 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
     }
     // grad() returns gradients and leaves the leaves' grad() alone.
     const bool sink = captures && dynamic_cast<AccumulateGrad*>(n) != nullptr;
+    for (size_t s = 0; s < in.size(); ++s) {
+      if (!in[s].defined()) continue;
+      if (!sink) in[s] = run_hooks(*n, static_cast<int>(s), std::move(in[s]));
+      if (s < n->retained.size()) {
+        if (auto impl = n->retained[s].lock(); impl && impl->autograd) {
+          Tensor& kept = impl->autograd->grad;
+          kept = kept.defined() ? add(kept, in[s]) : in[s].clone();
+        }
+      }
+    }
     TensorList out = sink ? TensorList(n->next.size()) : n->apply(in);
     if (!retain_graph) n->release();
     for (size_t i = 0; i < n->next.size(); ++i) {

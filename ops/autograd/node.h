@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,15 @@ class Node;
 struct Edge {
   std::shared_ptr<Node> fn;
   int slot = 0;
+};
+
+// A gradient hook (Tensor.register_hook): sees the gradient of one value before it is
+// used and returns a replacement, or an undefined tensor to keep it.
+using GradHook = std::function<Tensor(const Tensor&)>;
+struct SlotHook {
+  int slot = 0;     // the output slot of the node (0 for a leaf)
+  uint64_t id = 0;  // for removal
+  GradHook fn;
 };
 
 // Shape, dtype and device of a value a node's gradient is for.
@@ -55,6 +65,9 @@ class Node {
   uint64_t sequence = 0;          // creation order: later nodes run first
   // Non-leaf tensors that asked for retain_grad(), per output slot.
   std::vector<std::weak_ptr<TensorImpl>> retained;
+  // Hooks on the gradients of this node's outputs (a non-leaf's register_hook), run in
+  // order when the node's incoming gradients are complete (ops/autograd/hooks.h).
+  std::vector<SlotHook> pre_hooks;
 };
 
 // The gradient sink of a leaf: adds into leaf.grad (holds the leaf).
@@ -108,6 +121,7 @@ struct AutogradMeta {
   Tensor grad;
   std::weak_ptr<autograd::AccumulateGrad> accumulator;    // leaves: the sink edges point to
   std::vector<std::weak_ptr<autograd::OpNode>> saved_by;  // nodes that saved this tensor
+  std::vector<autograd::SlotHook> hooks;  // leaves: register_hook, run before accumulating
 };
 
 }  // namespace kiln

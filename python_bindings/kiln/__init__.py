@@ -74,6 +74,7 @@ from ._tracer import (  # noqa: E402,F401  (the tracer: regions, compile, explai
 from ._random import *  # noqa: E402,F401,F403  (seeding, randint, default dtype)
 from ._composites import *  # noqa: E402,F401,F403  (isfinite, floor, logsumexp, flip, ...)
 from ._along_dim import *  # noqa: E402,F401,F403  (gather, scatter, sort, topk, cumsum, prod)
+from ._split_ops import *  # noqa: E402,F401,F403  (tensor_split, fliplr, addbmm, get_rng_state)
 from ._einsum import einsum  # noqa: E402,F401
 from ._settings import (  # noqa: E402,F401
     are_deterministic_algorithms_enabled,

@@ -36,3 +36,6 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     result = _C._autograd_grad(_as_list(outputs), _as_list(inputs), _as_list(grad_outputs),
                                bool(retain_graph), bool(allow_unused))
     return tuple(result)
+
+
+from ._hooks import Function, FunctionCtx  # noqa: E402,F401

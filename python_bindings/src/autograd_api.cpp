@@ -69,17 +69,6 @@ bp::list autograd_grad(const bp::object& roots, const bp::object& inputs, const 
       optional_tensors(grads, "grad", "grad_outputs"), retain_graph, allow_unused));
 }
 
-// The segment's callable, kept by its autograd node. A node can outlive the interpreter:
-// the main thread's Tracer (a thread_local) holds the tensors it recorded, with
-// their history, until exit() runs the thread-local destructors, after Py_Finalize, where
-// a Py_DECREF is fatal ("the GIL is released"). The reference is dropped under the GIL
-// while Python runs, and left alone once it is gone (see with_gil_if_releasable).
-std::shared_ptr<PyObject> hold_callable(const bp::object& fn) {
-  Py_INCREF(fn.ptr());
-  return std::shared_ptr<PyObject>(
-      fn.ptr(), [](PyObject* p) { with_gil_if_releasable([&] { Py_DECREF(p); }); });
-}
-
 // fn(*tensors) -> a tensor or a tuple/list of tensors.
 bp::list checkpoint_fn(const bp::object& fn_obj, const bp::object& tensors) {
   auto segment = [fn = hold_callable(fn_obj)](const std::vector<Tensor>& inputs) {
@@ -123,6 +112,18 @@ bp::list exp_avg_sq(const optim::Adam& o) { return tensor_list(o.exp_avg_sq()); 
 
 }  // namespace
 
+// The callable kept by an autograd node (a checkpointed segment, a hook, a custom
+// function's backward). A node can outlive the interpreter: the main thread's Tracer
+// (a thread_local) holds the tensors it recorded, with their history, until exit()
+// runs the thread-local destructors, after Py_Finalize, where a Py_DECREF is fatal
+// ("the GIL is released"). The reference is dropped under the GIL while Python runs,
+// and left alone once it is gone (see with_gil_if_releasable).
+std::shared_ptr<PyObject> hold_callable(const bp::object& fn) {
+  Py_INCREF(fn.ptr());
+  return std::shared_ptr<PyObject>(
+      fn.ptr(), [](PyObject* p) { with_gil_if_releasable([&] { Py_DECREF(p); }); });
+}
+
 void register_autograd() {
   bp::def("_requires_grad_", &requires_grad_m, (bp::arg("self"), bp::arg("requires_grad") = true));
   bp::def(
@@ -142,6 +143,7 @@ void register_autograd() {
   bp::def("_autograd_backward", &autograd_backward);
   bp::def("_autograd_grad", &autograd_grad);
   bp::def("_checkpoint", &checkpoint_fn);
+  register_hooks();
   bp::def("binary_cross_entropy_with_logits", &bce_with_logits,
           (bp::arg("input"), bp::arg("target"), bp::arg("reduction") = "mean"));
 

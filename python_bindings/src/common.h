@@ -46,6 +46,7 @@ void register_site();
 void register_tracer();
 void register_profiler();
 void register_autograd();
+void register_hooks();  // hooks_api.cpp, called by register_autograd
 
 // Drops a reference kiln holds to a Python object (a numpy array behind from_numpy, a
 // DLPack capsule's producer, a checkpointed callable), under the GIL. Also while the
@@ -61,7 +62,11 @@ void with_gil_if_releasable(F&& f) {
   f();
   PyGILState_Release(gil);
 }
-void note_python_alive();  // BOOST_PYTHON_MODULE: installs the Py_AtExit step
+void note_python_alive();
+// A strong reference to a Python callable that an autograd node keeps (released under
+// the GIL, or left alone after the interpreter is gone; autograd_api.cpp).
+std::shared_ptr<PyObject> hold_callable(
+    const bp::object& fn);  // BOOST_PYTHON_MODULE: installs the Py_AtExit step
 
 // The Python class object of kiln.Tensor (set by register_tensor_class).
 PyObject* tensor_type();

@@ -1,5 +1,5 @@
 """CUDA legs of the nn suites (test_losses.py, test_nn.py, test_norm_layers.py,
-test_optim.py): losses, normalizations, activations and modules forward and backward
+test_optim.py, test_conv_transpose.py, test_hooks.py): losses, normalizations, activations and modules forward and backward
 (parameter gradients too), and optimizer steps, on CUDA against the same on the CPU --
 whose results the torch-oracle tests check. No torch: these run on the GPU machine."""
 
@@ -156,7 +156,23 @@ MODULES = {
                                   nn.Flatten(), nn.LayerNorm(64), nn.Linear(64, 10)),
             (2, 1, 8, 8)),
     "attention": (lambda: nn.MultiheadAttention(16, 2, batch_first=True), (2, 5, 16)),
+    "convtranspose2d": (lambda: nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1,
+                                                   output_padding=1, groups=2), (2, 4, 5, 4)),
+    "convtranspose1d": (lambda: nn.ConvTranspose1d(3, 2, 4, stride=2), (2, 3, 7)),
+    "conv2d_depthwise": (lambda: nn.Conv2d(4, 8, 3, padding=1, groups=4), (2, 4, 6, 5)),
+    "hooked": (lambda: _hooked(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))),
+               (4, 6)),
 }
+
+
+def _hooked(model):
+    """Backward hooks that change gradients: a pre-hook scales grad_output, a full hook
+    scales grad_input, a tensor hook on the output clamps."""
+    model[2].register_full_backward_pre_hook(lambda m, gout: (gout[0] * 0.5,))
+    model[0].register_full_backward_hook(lambda m, gin, gout: (gin[0] * 3.0,))
+    model.register_forward_hook(lambda m, args, out: out.register_hook(
+        lambda g: g.clamp(-0.3, 0.3)) and None)
+    return model
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

@@ -174,6 +174,14 @@ SCHEDULES = [
     ("OneCycleLR", dict(max_lr=0.5, total_steps=20)),
     ("OneCycleLR", dict(max_lr=[0.3], epochs=4, steps_per_epoch=5, anneal_strategy="linear",
                         three_phase=True, pct_start=0.25)),
+    ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.01)),
+    ("CosineAnnealingWarmRestarts", dict(T_0=4)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=3, mode="triangular2")),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=2, step_size_down=4,
+                      mode="exp_range", gamma=0.9)),
+    ("CyclicLR", dict(base_lr=0.02, max_lr=0.2, step_size_up=3, cycle_momentum=False,
+                      scale_fn=lambda x: 0.5 ** x, scale_mode="iterations")),
+    ("PolynomialLR", dict(total_iters=8, power=2.0)),
 ]
 
 
@@ -219,6 +227,31 @@ def test_sequential_lr_matches_torch():
             ks.step()
             ts.step()
             np.testing.assert_allclose(ks.get_last_lr(), ts.get_last_lr(), rtol=1e-14)
+
+
+def test_chained_and_warm_restarts_with_epochs_match_torch():
+    def build(lib):
+        opt = lib.optim.SGD([lib.zeros(2, requires_grad=True)], lr=1.0)
+        sch = lib.optim.lr_scheduler
+        chained = sch.ChainedScheduler([sch.ConstantLR(opt, factor=0.1, total_iters=2),
+                                        sch.ExponentialLR(opt, gamma=0.9)])
+        opt2 = lib.optim.SGD([lib.zeros(2, requires_grad=True)], lr=0.5)
+        sgdr = sch.CosineAnnealingWarmRestarts(opt2, T_0=2, T_mult=3, eta_min=0.05)
+        return opt, chained, opt2, sgdr
+
+    (ko, kc, _, kw), (to, tc, _, tw) = build(kiln), build(torch)
+    for i in range(12):
+        ko.step()
+        to.step()
+        kc.step()
+        tc.step()
+        np.testing.assert_allclose(kc.get_last_lr(), tc.get_last_lr(), rtol=1e-14)
+        kw.step(i * 0.7)  # fractional epochs, as scripts that step per batch do
+        tw.step(i * 0.7)
+        np.testing.assert_allclose(kw.get_last_lr(), tw.get_last_lr(), rtol=1e-14)
+    kc2 = build(kiln)[1]
+    kc2.load_state_dict(kc.state_dict())
+    assert kc2._schedulers[1].last_epoch == kc._schedulers[1].last_epoch == 12
 
 
 def test_reduce_on_plateau_matches_torch():

@@ -340,3 +340,34 @@ def test_compile_module_wraps_like_torch(rng):
     c.eval()
     assert net.training is False
     kiln.reset()
+
+
+def test_data_parallel_on_one_device_wraps_like_torch(rng):
+    """DataParallel with one device or none (the CPU) calls the module, with torch's
+    'module.' state_dict prefix; more devices raise NotImplementedError."""
+    km, tm = kiln.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    kd, td = kiln.nn.DataParallel(km, device_ids=[0] if kiln.cuda.is_available() else []), \
+        torch.nn.DataParallel(tm, device_ids=[])
+    assert list(kd.state_dict()) == list(td.state_dict()) == ["module.weight", "module.bias"]
+    kd.load_state_dict(td.state_dict())
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_allclose(kd(kiln.tensor(x)).detach().numpy(),
+                               td(torch.from_numpy(x)).detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert kd.module is km
+    with pytest.raises(NotImplementedError, match="DataParallel over 2 devices"):
+        kiln.nn.DataParallel(km, device_ids=[0, 1])
+
+
+def test_cuda_streams_without_a_gpu_refuse_clearly():
+    if kiln.cuda.is_available():
+        s = kiln.cuda.Stream()
+        with kiln.cuda.stream(s):
+            y = kiln.ones(3, device="cuda") * 2
+        s.synchronize()
+        assert kiln.cuda.current_stream() == s and s.query()
+        assert y.sum().item() == 6
+    else:
+        with pytest.raises(RuntimeError, match="Stream: no CUDA device"):
+            kiln.cuda.Stream()
+        with kiln.cuda.stream(None):  # a no-op context, as torch's with None
+            pass

@@ -143,6 +143,65 @@ def current_stream_handle(device=0):
     return int(_C._cuda_stream_handle(_index(device)))
 
 
+class Stream:
+    """torch.cuda.Stream over kiln's one stream per device: kiln runs all GPU work in
+    order on that stream, so a script's streams serialize (correct, without the overlap
+    it asked for); synchronize / wait_stream / wait_event / record_event / query work."""
+
+    def __init__(self, device=None, priority=0, **kwargs):
+        if not is_available():
+            raise RuntimeError("kiln.cuda.Stream: no CUDA device is available")
+        self.device = _C.device(f"cuda:{_index(device) if device is not None else _current}")
+        self.priority = priority
+
+    @property
+    def cuda_stream(self):
+        return current_stream_handle(self.device.index or 0)
+
+    def synchronize(self):
+        synchronize()
+
+    def query(self):
+        return True
+
+    def wait_stream(self, stream):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def record_event(self, event=None):
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
+    def __eq__(self, other):
+        return isinstance(other, Stream) and other.device == self.device
+
+    def __hash__(self):
+        return hash(("kiln.cuda.Stream", str(self.device)))
+
+
+def current_stream(device=None):
+    return Stream(device)
+
+
+default_stream = current_stream
+
+
+class stream:
+    """with kiln.cuda.stream(s): a no-op around kiln's one stream (None allowed)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        return self.stream
+
+    def __exit__(self, *exc):
+        return False
+
+
 def _index(device):
     if isinstance(device, int):
         return device

@@ -14,6 +14,8 @@ from ._functional_norm import (  # noqa: F401
     batch_norm, group_norm, instance_norm, normalize, rms_norm)
 from ._functional_spatial import *  # noqa: F401,F403
 from ._functional_spatial import __all__ as _spatial_all
+from ._functional_conv import conv_transpose1d, conv_transpose2d  # noqa: F401
+from ._functional_conv import grouped_conv2d as _grouped_conv2d
 
 __all__ = [
     "relu", "relu_", "gelu", "silu", "sigmoid", "tanh", "softmax", "log_softmax",
@@ -21,7 +23,7 @@ __all__ = [
     "cross_entropy", "nll_loss", "mse_loss", "embedding", "one_hot",
     "scaled_dot_product_attention", "binary_cross_entropy_with_logits", "binary_cross_entropy",
     "batch_norm", "instance_norm", "group_norm", "rms_norm", "normalize",
-    "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div",
+    "l1_loss", "smooth_l1_loss", "huber_loss", "kl_div", "conv_transpose1d", "conv_transpose2d",
 ] + _act_all + _spatial_all
 
 
@@ -113,11 +115,12 @@ def _check_unit(name, op, value, unit):
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     _check_unit("dilation", "conv2d", dilation, 1)
-    _check_unit("groups", "conv2d", groups, 1)
     if isinstance(padding, str):
         raise _C.KilnValueError(f"[conv2d] padding='{padding}' is not supported; give ints")
     if _autocast._active[0]:
         input, weight, bias = _autocast.lower(input, weight, bias)
+    if groups != 1:  # im2col and a batched matmul over the groups (_functional_conv.py)
+        return _grouped_conv2d(input, weight, bias, stride, padding, groups)
     return _C.conv2d(input, weight, bias, stride, padding)
 
 

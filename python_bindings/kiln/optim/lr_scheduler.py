@@ -505,3 +505,9 @@ class ReduceLROnPlateau:
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
         self._init_is_better(self.mode, self.threshold, self.threshold_mode)
+
+
+from ._lr_scheduler_cyclic import (  # noqa: E402,F401  (the remaining schedules)
+    ChainedScheduler, CosineAnnealingWarmRestarts, CyclicLR, PolynomialLR)
+
+__all__ += ["CosineAnnealingWarmRestarts", "CyclicLR", "PolynomialLR", "ChainedScheduler"]

@@ -5,13 +5,16 @@ agree. Together they use DataLoader, BatchNorm, Dropout2d, AdaptiveAvgPool2d,
 schedulers (StepLR, OneCycleLR), SGD / Adam / AdamW with parameter groups, LSTM,
 Embedding, clip_grad_norm_, manual p.data updates, torch.save / torch.load of a
 state_dict, weight tying, masked_fill, split, PixelShuffle, orthogonal_, compile,
-nn.Transformer with padding masks, label smoothing, LambdaLR, and a VAE's losses."""
+nn.Transformer with padding masks, label smoothing, LambdaLR, a VAE's losses, and a
+DCGAN (programs_gan.py: ConvTranspose2d, Module.apply, BCELoss, tensor and module
+backward hooks)."""
 
 import numpy as np
 import pytest
 
 import kiln
 import programs
+import programs_gan
 from helpers import requires_torch, torch
 
 pytestmark = requires_torch
@@ -21,7 +24,8 @@ def run_both(name, data, rtol=2e-4, atol=2e-5, weight_atol=None):
     """weight_atol: the final weights' absolute tolerance when the optimizer amplifies
     rounding noise (Adam with eps=1e-9 turns a near-zero gradient's noise into an
     lr-sized step), so weights may differ by part of a step where the losses agree."""
-    build, train = getattr(programs, name + "_build"), getattr(programs, name + "_train")
+    where = programs_gan if hasattr(programs_gan, name + "_build") else programs
+    build, train = getattr(where, name + "_build"), getattr(where, name + "_train")
     torch.manual_seed(0)
     tm = build(torch)
     km = build(kiln)
@@ -87,8 +91,15 @@ def test_vae(rng):
     run_both("vae", data, rtol=5e-4, atol=5e-3)
 
 
-@pytest.mark.parametrize("name", ["cnn", "lstm", "gpt", "superres", "seq2seq", "vae"])
+def test_dcgan_with_hooks(rng):
+    data = {"real": rng.uniform(-1, 1, (6, 1, 8, 8)).astype(np.float32),
+            "noise": [rng.standard_normal((6, 8, 1, 1)).astype(np.float32) for _ in range(4)]}
+    run_both("dcgan", data, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["cnn", "lstm", "gpt", "superres", "seq2seq", "vae", "dcgan"])
 def test_program_builds_the_same_parameter_names(name):
-    build = getattr(programs, name + "_build")
+    where = programs_gan if name == "dcgan" else programs
+    build = getattr(where, name + "_build")
     assert [n for n, _ in build(kiln).named_parameters()] == \
         [n for n, _ in build(torch).named_parameters()]

@@ -6,6 +6,7 @@ from .module import Module, Parameter
 from .container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .linear import Embedding, Flatten, Identity, Linear, Unflatten
 from .conv import Conv1d, Conv2d
+from .conv_transpose import ConvTranspose1d, ConvTranspose2d
 from .pooling import AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .dropout import Dropout, Dropout1d, Dropout2d
 from .activation import (
@@ -39,5 +40,5 @@ __all__ = [
     "PixelShuffle", "PixelUnshuffle", "Upsample", "UpsamplingBilinear2d",
     "UpsamplingNearest2d", "BCELoss", "HuberLoss", "KLDivLoss", "L1Loss", "NLLLoss",
     "SmoothL1Loss", "Transformer", "TransformerDecoder", "TransformerDecoderLayer",
-    "TransformerEncoder", "TransformerEncoderLayer",
+    "TransformerEncoder", "TransformerEncoderLayer", "ConvTranspose1d", "ConvTranspose2d",
 ]

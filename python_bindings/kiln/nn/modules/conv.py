@@ -1,7 +1,9 @@
 """Conv1d and Conv2d (PyTorch's parameter names, shapes, init and arguments: padding
 as ints or 'valid' / 'same' (odd kernels), padding_mode zeros / reflect / replicate /
-circular). Conv1d runs as conv2d on a height-1 image. dilation and groups other than 1
-are not supported yet (the conv2d kernel has neither): they raise, naming the layer."""
+circular, groups (depthwise included: im2col and a batched matmul). Conv1d runs as
+conv2d on a height-1 image. dilation other than 1 is not supported yet (the conv2d
+kernel has none): it raises, naming the layer.
+ConvTranspose1d/2d (groups supported) are in conv_transpose.py."""
 
 import math
 
@@ -26,15 +28,17 @@ class _ConvNd(Module):
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
         name, nd = type(self).__name__, self._nd
+        if not isinstance(groups, int) or groups <= 0:
+            raise _C.KilnValueError(f"{name}: groups must be a positive integer")
         if in_channels % groups or out_channels % groups:
             raise _C.KilnValueError(f"{name}: in_channels and out_channels must be divisible "
                                     "by groups")
         if padding_mode not in _PADDING_MODES:
             raise _C.KilnValueError(f"{name}: padding_mode must be one of {_PADDING_MODES}, "
                                     f"but got padding_mode='{padding_mode}'")
-        if _tuple(dilation, nd) != (1,) * nd or groups != 1:
-            raise _C.KilnValueError(f"[{name}] dilation={dilation}, groups={groups}: only "
-                                    "dilation=1 and groups=1 are supported")
+        if _tuple(dilation, nd) != (1,) * nd:
+            raise _C.KilnValueError(f"[{name}] dilation={dilation}: only dilation=1 is "
+                                    "supported")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = _tuple(kernel_size, nd)
@@ -56,7 +60,8 @@ class _ConvNd(Module):
         self.groups = groups
         self.padding_mode = padding_mode
         kw = _factory_kw(device, dtype)
-        self.weight = Parameter(_C.empty((out_channels, in_channels) + self.kernel_size, **kw))
+        self.weight = Parameter(
+            _C.empty((out_channels, in_channels // groups) + self.kernel_size, **kw))
         if bias:
             self.bias = Parameter(_C.empty((out_channels,), **kw))
         else:
@@ -66,7 +71,7 @@ class _ConvNd(Module):
     def reset_parameters(self):
         init.kaiming_uniform_(self.weight, a=math.sqrt(5))
         if self.bias is not None:
-            fan_in = self.in_channels * math.prod(self.kernel_size)
+            fan_in = self.in_channels // self.groups * math.prod(self.kernel_size)
             bound = 1 / math.sqrt(fan_in) if fan_in else 0
             init.uniform_(self.bias, -bound, bound)
 
@@ -86,6 +91,8 @@ class _ConvNd(Module):
             s += f", padding={self._padding_str}"
         elif self.padding != (0,) * self._nd:
             s += f", padding={self.padding}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
         if self.bias is None:
             s += ", bias=False"
         if self.padding_mode != "zeros":
@@ -100,7 +107,7 @@ class Conv1d(_ConvNd):
 
     def forward(self, input):
         x, padding = self._padded(input)
-        return FS.conv1d(x, self.weight, self.bias, self.stride, padding)
+        return FS.conv1d(x, self.weight, self.bias, self.stride, padding, 1, self.groups)
 
 
 class Conv2d(_ConvNd):
@@ -110,4 +117,4 @@ class Conv2d(_ConvNd):
 
     def forward(self, input):
         x, padding = self._padded(input)
-        return F.conv2d(x, self.weight, self.bias, self.stride, padding)
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, 1, self.groups)

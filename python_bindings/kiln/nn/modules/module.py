@@ -5,6 +5,7 @@ import collections
 
 from ... import _kiln as _C
 from ..._kiln import Tensor
+from ._backward_hooks import BackwardHook as _BackwardHook
 
 
 def _no_grad():
@@ -92,6 +93,8 @@ class Module:
         object.__setattr__(self, "_modules", collections.OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", collections.OrderedDict())
         object.__setattr__(self, "_forward_hooks", collections.OrderedDict())
+        object.__setattr__(self, "_backward_hooks", collections.OrderedDict())
+        object.__setattr__(self, "_backward_pre_hooks", collections.OrderedDict())
 
     # -- attribute routing (parameters, buffers, submodules)
     def __setattr__(self, name, value):
@@ -164,17 +167,24 @@ class Module:
     def __call__(self, *args, **kwargs):
         d = self.__dict__
         pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
-        if not pre and not post:
+        bw, bw_pre = d.get("_backward_hooks"), d.get("_backward_pre_hooks")
+        if not pre and not post and not bw and not bw_pre:
             return self.forward(*args, **kwargs)
         for hook in list(pre.values()):
             result = hook(self, args)
             if result is not None:
                 args = result if isinstance(result, tuple) else (result,)
+        bw_hook = None
+        if bw or bw_pre:
+            bw_hook = _BackwardHook(self, bw, bw_pre)
+            args = bw_hook.setup_input_hook(args)
         output = self.forward(*args, **kwargs)
         for hook in list(post.values()):
             result = hook(self, args, output)
             if result is not None:
                 output = result
+        if bw_hook is not None:
+            output = bw_hook.setup_output_hook(output)
         return output
 
     # -- hooks
@@ -188,9 +198,14 @@ class Module:
         return _RemovableHandle(self._forward_hooks, hook, prepend)
 
     def register_full_backward_hook(self, hook, prepend=False):
-        raise NotImplementedError(f"{type(self).__name__}.register_full_backward_hook: module "
-                                  "backward hooks are not supported by kiln yet (its autograd "
-                                  "has no Python hooks)")
+        """hook(module, grad_input, grad_output) -> None or a new grad_input, once the
+        gradients with respect to the module's positional inputs are computed."""
+        return _RemovableHandle(self._backward_hooks, hook, prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) -> None or a new grad_output, before the module's
+        own backward runs."""
+        return _RemovableHandle(self._backward_pre_hooks, hook, prepend)
 
     register_backward_hook = register_full_backward_hook
 
