@@ -1,22 +1,15 @@
-"""kiln.nn.parallel: DataParallel and DistributedDataParallel, so scripts import them
-unchanged. Building either raises NotImplementedError (kiln has no multi-device
-training yet, issue 16; kiln.distributed.is_available() is False)."""
+"""kiln.nn.parallel: DistributedDataParallel (one process per device, over
+kiln.distributed) and DataParallel, kept so scripts import it (building it raises
+NotImplementedError: kiln has no single-process multi-device training)."""
 
 from ..modules.module import Module
+from .distributed import DistributedDataParallel
 
 __all__ = ["DataParallel", "DistributedDataParallel"]
 
 
-class _Unsupported(Module):
+class DataParallel(Module):
     def __init__(self, module=None, *args, **kwargs):
-        raise NotImplementedError(f"kiln.nn.parallel.{type(self).__name__}: multi-device "
-                                  "training is not supported by kiln yet; use the module "
-                                  "itself on one device")
-
-
-class DataParallel(_Unsupported):
-    pass
-
-
-class DistributedDataParallel(_Unsupported):
-    pass
+        raise NotImplementedError("kiln.nn.parallel.DataParallel: single-process multi-device "
+                                  "training is not supported by kiln; use "
+                                  "DistributedDataParallel (one process per device)")
