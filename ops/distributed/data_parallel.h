@@ -1,7 +1,7 @@
 // Data-parallel training in C++: what kiln.nn.parallel.DistributedDataParallel does,
 // as two calls around an ordinary training loop.
 //
-//   auto group = kiln::distributed::init_process_group({.backend = "gloo"});
+//   auto group = kiln::distributed::init_process_group();   // Options: backend "gloo"
 //   kiln::distributed::broadcast_tensors(*group, params);   // every rank starts equal
 //   kiln::distributed::GradientReducer reducer(group, params);
 //   for (...) {

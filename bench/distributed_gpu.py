@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Data-parallel scaling of bench/models' GPT (nanoGPT's baby GPT, the "gpu" size: 6
+layers, 384 wide, block 256, batch 16 per GPU, 2 micro-steps, AdamW, clip_grad_norm_,
+loss.item() every step) over NCCL: one process per GPU, DistributedDataParallel, the
+gradient all-reduce on the last micro-step only (nanoGPT's require_backward_grad_sync).
+Weak scaling: every GPU keeps its batch, so an ideal per-GPU step time is flat.
+
+    # one line per world size; rank 0 prints it (and --json appends it)
+    for n in 1 2 4 8; do
+      PYTHONPATH=build/python python3 -m kiln.distributed.run --standalone \
+          --nproc_per_node $n bench/distributed_gpu.py --json dist_gpu.jsonl
+    done
+    # the same with PyTorch's DDP for comparison: --framework torch (torchrun works too)
+    # world size 1 without DDP (no process group): --no-ddp; kiln's trace report: --explain
+
+Per-GPU step time: the median over --repeats loops of --steps steps after --warmup steps
+(the tracer's warmup and compiles), each loop timed on every rank between two device
+syncs; the table shows the median over ranks and the slowest rank.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "models"))
+
+
+def parse():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--framework", choices=("kiln", "torch"), default="kiln")
+    p.add_argument("--size", default="gpu", choices=("gpu", "cpu"))
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--no-ddp", action="store_true", help="world size 1, no process group")
+    p.add_argument("--explain", action="store_true", help="rank 0 prints kiln.explain()")
+    p.add_argument("--json", help="append rank 0's result as one JSON line")
+    return p.parse_args()
+
+
+def main():
+    args = parse()
+    if args.framework == "kiln":
+        import kiln as fw
+    else:
+        import torch as fw
+
+        fw.backends.cuda.matmul.allow_tf32 = False
+    import compat
+    import gpt
+
+    compat.prepare(fw)
+    dist = fw.distributed
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = f"cuda:{local}"
+    if args.framework == "torch":
+        fw.cuda.set_device(local)
+    ddp = None
+    if not args.no_ddp:
+        dist.init_process_group(backend="nccl")
+    case = gpt.make(fw, device, args.size, dropout=args.dropout, seed=1337 + local)
+    if not args.no_ddp:
+        ddp = fw.nn.parallel.DistributedDataParallel(case.model, device_ids=[local])
+        case.forward = ddp
+
+    def step():
+        for micro in range(case.grad_accum):
+            if ddp is not None:
+                ddp.require_backward_grad_sync = micro == case.grad_accum - 1
+            _, loss = case.forward(case.X, case.Y)
+            loss = loss / case.grad_accum
+            case.X, case.Y = case.get_batch()
+            loss.backward()
+        fw.nn.utils.clip_grad_norm_(case.model.parameters(), 1.0)
+        case.optimizer.step()
+        case.optimizer.zero_grad(set_to_none=True)
+        return loss.item() * case.grad_accum
+
+    sync = fw.cuda.synchronize
+    t0 = time.perf_counter()
+    for _ in range(args.warmup):
+        last = step()
+    sync()
+    warmup_s = time.perf_counter() - t0
+    loops = []
+    for _ in range(args.repeats):
+        sync()
+        t0 = time.perf_counter()
+        for _ in range(args.steps):
+            last = step()
+        sync()
+        loops.append((time.perf_counter() - t0) / args.steps * 1e3)
+    mine = statistics.median(loops)
+    per_rank = [mine]
+    if ddp is not None and world > 1:
+        out = fw.zeros(world, device=device)
+        dist.all_gather_into_tensor(out, fw.tensor([mine], device=device))
+        per_rank = [float(v) for v in out.cpu().tolist()]
+    if local == 0 and int(os.environ.get("RANK", "0")) == 0:
+        cfg = gpt.SIZES[args.size]
+        tokens = cfg["batch_size"] * cfg["block_size"] * 2 * world
+        row = dict(framework=args.framework, world_size=world, ddp=ddp is not None,
+                   step_ms_median=statistics.median(per_rank), step_ms_max=max(per_rank),
+                   step_ms_per_rank=per_rank, tokens_per_s=tokens / (max(per_rank) / 1e3),
+                   warmup_s=warmup_s, last_loss=last,
+                   device=fw.cuda.get_device_name(local) if hasattr(fw.cuda, "get_device_name")
+                   else "")
+        print(f"{args.framework} world_size={world} ddp={'on' if ddp else 'off'}: per-GPU step "
+              f"{row['step_ms_median']:.2f} ms (slowest rank {row['step_ms_max']:.2f} ms), "
+              f"{row['tokens_per_s']:.0f} tokens/s in all, warmup {warmup_s:.1f} s, "
+              f"loss {last:.3f}", flush=True)
+        if args.explain and args.framework == "kiln":
+            print(fw.explain())
+        if args.json:
+            with open(args.json, "a") as f:
+                f.write(json.dumps(row) + "\n")
+    if ddp is not None:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
