@@ -77,8 +77,13 @@ void ProcessGroup::check_signature(const char* op, int kind, DType dtype, int64_
     if (s[0] == mine[0] && s[1] == mine[1] && s[2] == mine[2]) continue;
     const auto describe = [](const int64_t* sig) {
       const auto dt = static_cast<DType>(sig[1] / 1000000);
-      return detail::cat(kind_name(sig[0]), " of ", sig[2], " ", dtype_name(dt),
-                         " elements (root ", sig[1] % 1000000, ")");
+      const int64_t extra = sig[1] % 1000000;
+      std::string what = detail::cat(kind_name(sig[0]), " of ", sig[2], " ", dtype_name(dt),
+                                     " elements");
+      if (sig[0] == kBroadcast) what += detail::cat(" from src ", extra);
+      if (sig[0] == kAllReduce || sig[0] == kReduceScatter)
+        what += detail::cat(" with ReduceOp.", reduce_op_name(static_cast<ReduceOp>(extra)));
+      return what;
     };
     throw ValueError(detail::cat("[", op, "] ranks disagree: rank ", rank_, " called ",
                                  describe(mine), " but rank ", r, " called ", describe(s),

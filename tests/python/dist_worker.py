@@ -23,7 +23,7 @@ DEV = "cpu"  # "cuda:<LOCAL_RANK>" for the nccl backend
 
 
 def K(array):
-    return K(array).to(DEV)
+    return kiln.from_numpy(array).to(DEV)
 
 
 def data(seed, rank, shape, np_dtype):

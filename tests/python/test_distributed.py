@@ -198,7 +198,7 @@ def test_gpt_ddp_on_two_mpi_ranks_matches_one_process(seed, tmp_path):
     reference, _ = dist_gpt.train(kiln, seed, world_size=1, rank=0, ddp=False)
     for name, expected in reference.items():
         np.testing.assert_array_equal(ranks[0][name], ranks[1][name], err_msg=name)
-        np.testing.assert_allclose(ranks[0][name], expected, rtol=2e-4, atol=2e-5, err_msg=name)
+        np.testing.assert_allclose(ranks[0][name], expected, rtol=1e-4, atol=5e-6, err_msg=name)
     # the steps really moved the weights (the comparison is not of untouched values)
     start, _ = dist_gpt.train(kiln, seed, steps=0)
     assert max(np.abs(reference[n] - start[n]).max() for n in start) > 1e-4
