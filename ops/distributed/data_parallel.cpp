@@ -28,8 +28,7 @@ GradientReducer::GradientReducer(std::shared_ptr<ProcessGroup> group,
   size_t open_bytes = 0;
   for (size_t k = params_.size(); k-- > 0;) {
     const Tensor& p = params_[k];
-    KILN_CHECK(p.defined(), ValueError, "[DistributedDataParallel] parameter ", k,
-               " is undefined");
+    KILN_CHECK(p.defined(), ValueError, "[DistributedDataParallel] parameter ", k, " is undefined");
     const size_t bytes = static_cast<size_t>(p.numel() * p.element_size());
     const bool same_kind = open.empty() || (params_[open.front()].dtype() == p.dtype() &&
                                             params_[open.front()].device() == p.device());

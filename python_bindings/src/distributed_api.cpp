@@ -17,8 +17,8 @@ dist::ReduceOp to_op(int op) {
   return static_cast<dist::ReduceOp>(op);
 }
 
-void init(const std::string& backend, int rank, int world_size, const std::string& addr,
-          int port, int device, double timeout_s) {
+void init(const std::string& backend, int rank, int world_size, const std::string& addr, int port,
+          int device, double timeout_s) {
   dist::Options o;
   o.backend = backend;
   o.rank = rank;
@@ -48,8 +48,8 @@ std::shared_ptr<dist::GradientReducer> make_reducer(const std::vector<Tensor>& p
                                                     double bucket_cap_mb) {
   KILN_CHECK(bucket_cap_mb > 0, ValueError,
              "[DistributedDataParallel] bucket_cap_mb must be positive, got ", bucket_cap_mb);
-  return std::make_shared<dist::GradientReducer>(
-      dist::default_group(), params, static_cast<size_t>(bucket_cap_mb * 1024 * 1024));
+  return std::make_shared<dist::GradientReducer>(dist::default_group(), params,
+                                                 static_cast<size_t>(bucket_cap_mb * 1024 * 1024));
 }
 bp::list reducer_buckets(const dist::GradientReducer& r) {
   bp::list out;

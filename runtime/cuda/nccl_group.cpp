@@ -26,8 +26,16 @@ struct UniqueId {
 };
 using Comm = void*;
 using Stream = void*;
-enum NcclType : int { kInt8 = 0, kUint8 = 1, kInt32 = 2, kInt64 = 4, kFloat16 = 6, kFloat32 = 7,
-                      kFloat64 = 8, kBfloat16 = 9 };
+enum NcclType : int {
+  kInt8 = 0,
+  kUint8 = 1,
+  kInt32 = 2,
+  kInt64 = 4,
+  kFloat16 = 6,
+  kFloat32 = 7,
+  kFloat64 = 8,
+  kBfloat16 = 9
+};
 enum NcclOp : int { kSum = 0, kProd = 1, kMax = 2, kMin = 3, kAvg = 4 };
 
 struct Nccl {
@@ -89,8 +97,8 @@ const Nccl& nccl() {
 
 void check(int rc, const char* what) {
   if (rc == 0) return;
-  throw BackendError(std::string("[distributed] ") + what + " failed: " +
-                     nccl().GetErrorString(rc) + " (NCCL_DEBUG=INFO says more)");
+  throw BackendError(std::string("[distributed] ") + what +
+                     " failed: " + nccl().GetErrorString(rc) + " (NCCL_DEBUG=INFO says more)");
 }
 
 int nccl_type(DType d) {
@@ -144,7 +152,8 @@ class DeviceGuard {
 
 class NcclGroup final : public ProcessGroup {
  public:
-  NcclGroup(const Rendezvous& rv, int device) : ProcessGroup(rv.rank, rv.world_size), device_(device) {
+  NcclGroup(const Rendezvous& rv, int device)
+      : ProcessGroup(rv.rank, rv.world_size), device_(device) {
     UniqueId id{};
     if (rv.rank == 0) check(nccl().GetUniqueId(&id), "ncclGetUniqueId");
     if (rv.world_size > 1) {
@@ -178,15 +187,14 @@ class NcclGroup final : public ProcessGroup {
                            stream()),
           "ncclBroadcast");
   }
-  void do_all_gather(const void* input, void* output, int64_t count, DType dtype,
-                     Device) override {
+  void do_all_gather(const void* input, void* output, int64_t count, DType dtype, Device) override {
     DeviceGuard guard(device_);
     check(nccl().AllGather(input, output, static_cast<size_t>(count), nccl_type(dtype), comm_,
                            stream()),
           "ncclAllGather");
   }
-  void do_reduce_scatter(const void* input, void* output, int64_t count, DType dtype,
-                         ReduceOp op, Device) override {
+  void do_reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op,
+                         Device) override {
     DeviceGuard guard(device_);
     check(nccl().ReduceScatter(input, output, static_cast<size_t>(count), nccl_type(dtype),
                                nccl_op(dtype, op), comm_, stream()),

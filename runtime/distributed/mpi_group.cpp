@@ -45,8 +45,7 @@ struct Mpi {
   Handle world = nullptr, errors_return = nullptr;
   Handle byte = nullptr, f32 = nullptr, f64 = nullptr, i32 = nullptr, i64 = nullptr,
          c_bool = nullptr;
-  Handle sum = nullptr, prod = nullptr, max = nullptr, min = nullptr, lor = nullptr,
-         land = nullptr;
+  Handle sum = nullptr, prod = nullptr, max = nullptr, min = nullptr, lor = nullptr, land = nullptr;
   std::string error;  // why loading failed
 };
 
@@ -70,7 +69,8 @@ Mpi load() {
   bool ok = bind(m.lib, m.Init, "MPI_Init") && bind(m.lib, m.Initialized, "MPI_Initialized") &&
             bind(m.lib, m.Finalized, "MPI_Finalized") && bind(m.lib, m.Finalize, "MPI_Finalize") &&
             bind(m.lib, m.Comm_dup, "MPI_Comm_dup") && bind(m.lib, m.Comm_free, "MPI_Comm_free") &&
-            bind(m.lib, m.Comm_rank, "MPI_Comm_rank") && bind(m.lib, m.Comm_size, "MPI_Comm_size") &&
+            bind(m.lib, m.Comm_rank, "MPI_Comm_rank") &&
+            bind(m.lib, m.Comm_size, "MPI_Comm_size") &&
             bind(m.lib, m.Comm_set_errhandler, "MPI_Comm_set_errhandler") &&
             bind(m.lib, m.Error_string, "MPI_Error_string") &&
             bind(m.lib, m.Allreduce, "MPI_Allreduce") && bind(m.lib, m.Bcast, "MPI_Bcast") &&
@@ -87,8 +87,9 @@ Mpi load() {
       {&m.lor, "ompi_mpi_op_lor"},       {&m.land, "ompi_mpi_op_land"}};
   for (const auto& [slot, sym] : objects) ok = ok && (*slot = dlsym(m.lib, sym)) != nullptr;
   if (!ok) {
-    m.error = name + " does not have Open MPI's ABI (a symbol such as ompi_mpi_comm_world "
-                     "is missing)";
+    m.error = name +
+              " does not have Open MPI's ABI (a symbol such as ompi_mpi_comm_world "
+              "is missing)";
     m.lib = nullptr;
   }
   return m;
@@ -104,8 +105,8 @@ void check(int rc, const char* what) {
   char text[512];
   int len = 0;
   if (mpi().Error_string(rc, text, &len) != 0) len = 0;
-  throw BackendError(std::string("[distributed] ") + what + " failed: " +
-                     std::string(text, static_cast<size_t>(len)));
+  throw BackendError(std::string("[distributed] ") + what +
+                     " failed: " + std::string(text, static_cast<size_t>(len)));
 }
 
 class MpiGroup final : public ProcessGroup {
@@ -147,15 +148,14 @@ class MpiGroup final : public ProcessGroup {
     check(mpi().Bcast(data, as_int(count * itemsize(dtype)), mpi().byte, root, comm_), "MPI_Bcast");
   }
 
-  void do_all_gather(const void* input, void* output, int64_t count, DType dtype,
-                     Device) override {
+  void do_all_gather(const void* input, void* output, int64_t count, DType dtype, Device) override {
     const int bytes = as_int(count * itemsize(dtype));
     check(mpi().Allgather(input, bytes, mpi().byte, output, bytes, mpi().byte, comm_),
           "MPI_Allgather");
   }
 
-  void do_reduce_scatter(const void* input, void* output, int64_t count, DType dtype,
-                         ReduceOp op, Device) override {
+  void do_reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op,
+                         Device) override {
     if (dtype == DType::Float16 || dtype == DType::BFloat16) {  // reduce all, keep a block
       std::vector<char> all(static_cast<const char*>(input),
                             static_cast<const char*>(input) + count * world_size() * 2);

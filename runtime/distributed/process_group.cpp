@@ -14,8 +14,8 @@ namespace {
 
 enum Kind : int64_t { kAllReduce = 1, kBroadcast, kAllGather, kReduceScatter, kBarrier };
 const char* kind_name(int64_t k) {
-  static const char* names[] = {"?", "all_reduce", "broadcast", "all_gather", "reduce_scatter",
-                                "barrier"};
+  static const char* names[] = {"?",          "all_reduce",     "broadcast",
+                                "all_gather", "reduce_scatter", "barrier"};
   return k >= 1 && k <= 5 ? names[k] : "an unknown collective";
 }
 
@@ -30,8 +30,8 @@ int env_int(const char* name, int fallback) {
   if (!v || !*v) return fallback;
   char* end = nullptr;
   long n = std::strtol(v, &end, 10);
-  KILN_CHECK(end && *end == '\0', ValueError, "[init_process_group] environment variable ",
-             name, "='", v, "' is not an integer");
+  KILN_CHECK(end && *end == '\0', ValueError, "[init_process_group] environment variable ", name,
+             "='", v, "' is not an integer");
   return static_cast<int>(n);
 }
 
@@ -53,8 +53,7 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
-void ProcessGroup::prepare(const char* op, const Tensor& t, const char* arg,
-                           const Loc& loc) const {
+void ProcessGroup::prepare(const char* op, const Tensor& t, const char* arg, const Loc& loc) const {
   KILN_CHECK(t.defined(), ValueError, "[", op, "] ", arg, " is an undefined tensor");
   // A write the tracer cannot see: end the trace here and run what it owes first.
   lazy::sync(op, SourceSite::from(loc), lazy::SyncKind::HostRead);
@@ -62,12 +61,11 @@ void ProcessGroup::prepare(const char* op, const Tensor& t, const char* arg,
              " must be contiguous (got strides of a non-contiguous ", t.meta_str(),
              "); call .contiguous() first");
   KILN_CHECK(serves(t.device()), DeviceError, "[", op, "] the ", backend(),
-             " backend does not serve ", t.device().str(), " tensors (", arg, " is ",
-             t.meta_str(), ")");
+             " backend does not serve ", t.device().str(), " tensors (", arg, " is ", t.meta_str(),
+             ")");
 }
 
-void ProcessGroup::check_signature(const char* op, int kind, DType dtype, int64_t count,
-                                   int root) {
+void ProcessGroup::check_signature(const char* op, int kind, DType dtype, int64_t count, int root) {
   if (world_size_ == 1 || !checks_signatures()) return;
   const int64_t mine[3] = {kind, static_cast<int64_t>(dtype) * 1000000 + root, count};
   std::vector<int64_t> all(3 * static_cast<size_t>(world_size_));
@@ -78,8 +76,8 @@ void ProcessGroup::check_signature(const char* op, int kind, DType dtype, int64_
     const auto describe = [](const int64_t* sig) {
       const auto dt = static_cast<DType>(sig[1] / 1000000);
       const int64_t extra = sig[1] % 1000000;
-      std::string what = detail::cat(kind_name(sig[0]), " of ", sig[2], " ", dtype_name(dt),
-                                     " elements");
+      std::string what =
+          detail::cat(kind_name(sig[0]), " of ", sig[2], " ", dtype_name(dt), " elements");
       if (sig[0] == kBroadcast) what += detail::cat(" from src ", extra);
       if (sig[0] == kAllReduce || sig[0] == kReduceScatter)
         what += detail::cat(" with ReduceOp.", reduce_op_name(static_cast<ReduceOp>(extra)));
@@ -94,8 +92,7 @@ void ProcessGroup::check_signature(const char* op, int kind, DType dtype, int64_
 void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op, Loc loc) {
   prepare("all_reduce", tensor, "tensor", loc);
   check_reducible("all_reduce", tensor.dtype(), op);
-  check_signature("all_reduce", kAllReduce, tensor.dtype(), tensor.numel(),
-                  static_cast<int>(op));
+  check_signature("all_reduce", kAllReduce, tensor.dtype(), tensor.numel(), static_cast<int>(op));
   if (tensor.numel() > 0)
     do_all_reduce(tensor.data_ptr(), tensor.numel(), tensor.dtype(), op, tensor.device());
   tensor.impl()->bump_version();
@@ -127,8 +124,7 @@ void ProcessGroup::all_gather(const Tensor& output, const Tensor& input, Loc loc
   output.impl()->bump_version();
 }
 
-void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op,
-                                  Loc loc) {
+void ProcessGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op, Loc loc) {
   prepare("reduce_scatter", input, "input", loc);
   prepare("reduce_scatter", output, "output", loc);
   check_reducible("reduce_scatter", input.dtype(), op);
@@ -156,8 +152,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const Options& options) {
   std::lock_guard lock(registry_mutex);
   KILN_CHECK(!registry(), ValueError,
              "[init_process_group] the default process group is already initialized (",
-             registry()->backend(), ", rank ", registry()->rank(), " of ",
-             registry()->world_size(), "); call destroy_process_group() first");
+             registry()->backend(), ", rank ", registry()->rank(), " of ", registry()->world_size(),
+             "); call destroy_process_group() first");
   std::string backend = options.backend.empty() ? "gloo" : options.backend;
   for (char& c : backend) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (backend == "gloo") backend = launched_by_mpirun() ? "mpi" : "tcp";
@@ -169,8 +165,8 @@ std::shared_ptr<ProcessGroup> init_process_group(const Options& options) {
     group = make_mpi_group();
   } else {
     Rendezvous rv;
-    rv.rank = options.rank >= 0 ? options.rank
-                                : env_int("RANK", env_int("OMPI_COMM_WORLD_RANK", -1));
+    rv.rank =
+        options.rank >= 0 ? options.rank : env_int("RANK", env_int("OMPI_COMM_WORLD_RANK", -1));
     rv.world_size = options.world_size >= 0
                         ? options.world_size
                         : env_int("WORLD_SIZE", env_int("OMPI_COMM_WORLD_SIZE", -1));

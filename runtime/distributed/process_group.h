@@ -44,8 +44,8 @@ struct Options {
   // "gloo" (the CPU backend: "mpi" when started by mpirun, else "tcp"),
   // "nccl" (libnccl.so.2, loaded at run time; CUDA tensors; rendezvous over tcp).
   std::string backend = "gloo";
-  int rank = -1;        // -1: from the environment
-  int world_size = -1;  // -1: from the environment
+  int rank = -1;            // -1: from the environment
+  int world_size = -1;      // -1: from the environment
   std::string master_addr;  // "": MASTER_ADDR, else 127.0.0.1
   int master_port = -1;     // -1: MASTER_PORT, else 29500
   int device = -1;          // nccl: the CUDA device index; -1: LOCAL_RANK, else 0

@@ -72,8 +72,7 @@ class TcpGroup final : public ProcessGroup {
       if (r != root) peer(r).send_all(data, bytes, name(r));
   }
 
-  void do_all_gather(const void* input, void* output, int64_t count, DType dtype,
-                     Device) override {
+  void do_all_gather(const void* input, void* output, int64_t count, DType dtype, Device) override {
     const size_t bytes = static_cast<size_t>(count * itemsize(dtype));
     const size_t total = bytes * static_cast<size_t>(world_size());
     char* out = static_cast<char*>(output);
@@ -88,8 +87,8 @@ class TcpGroup final : public ProcessGroup {
     for (int r = 1; r < world_size(); ++r) peer(r).send_all(out, total, name(r));
   }
 
-  void do_reduce_scatter(const void* input, void* output, int64_t count, DType dtype,
-                         ReduceOp op, Device) override {
+  void do_reduce_scatter(const void* input, void* output, int64_t count, DType dtype, ReduceOp op,
+                         Device) override {
     const size_t bytes = static_cast<size_t>(count * itemsize(dtype));
     const size_t total = bytes * static_cast<size_t>(world_size());
     if (rank() != 0) {
@@ -124,8 +123,8 @@ class TcpGroup final : public ProcessGroup {
     return s.c_str();
   }
 
-  Socket root_;                 // ranks > 0: the connection to rank 0
-  std::vector<Socket> peers_;   // rank 0: one per other rank (index 0 unused)
+  Socket root_;                // ranks > 0: the connection to rank 0
+  std::vector<Socket> peers_;  // rank 0: one per other rank (index 0 unused)
   std::vector<std::string> names_;
 };
 
