@@ -74,12 +74,24 @@ def is_torchelastic_launched():
     return os.environ.get("TORCHELASTIC_RUN_ID") is not None
 
 
+_NCCL_GLOBS = ("/usr/local/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+               "/usr/lib/python3*/dist-packages", "/usr/lib/python3/dist-packages",
+               "~/.local/lib/python3*/site-packages", "/opt/conda/lib/python3*/site-packages")
+
+
 def _find_nccl():
-    """Points KILN_NCCL_LIBRARY at PyTorch's NCCL (site-packages/nvidia/nccl/lib) when the
-    variable is unset and one is installed, so kiln and PyTorch share a library."""
+    """Points KILN_NCCL_LIBRARY at PyTorch's NCCL (nvidia/nccl/lib/libnccl.so.2 of this
+    Python's packages, else of another Python's on the machine) when the variable is
+    unset and one is installed; otherwise kiln looks on the loader's path and in the CUDA
+    toolkit."""
     if os.environ.get("KILN_NCCL_LIBRARY"):
         return
-    for base in sys.path:
+    import glob
+
+    bases = list(sys.path)
+    for pattern in _NCCL_GLOBS:
+        bases += sorted(glob.glob(os.path.expanduser(pattern)), reverse=True)
+    for base in bases:
         path = os.path.join(base or ".", "nvidia", "nccl", "lib", "libnccl.so.2")
         if os.path.isfile(path):
             os.environ["KILN_NCCL_LIBRARY"] = path
