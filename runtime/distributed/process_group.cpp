@@ -20,9 +20,11 @@ const char* kind_name(int64_t k) {
 }
 
 std::mutex registry_mutex;
+// Never destroyed: a group left open at exit is not torn down during static destruction
+// (after CUDA or MPI may be gone); destroy_process_group() releases it properly.
 std::shared_ptr<ProcessGroup>& registry() {
-  static std::shared_ptr<ProcessGroup> group;
-  return group;
+  static auto* group = new std::shared_ptr<ProcessGroup>();
+  return *group;
 }
 
 int env_int(const char* name, int fallback) {

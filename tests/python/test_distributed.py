@@ -3,8 +3,9 @@
 Multi-process tests start 2 ranks (one thread each: KILN_NUM_THREADS=1) with mpirun
 (backend "mpi"; skipped without Open MPI) and with python -m kiln.distributed.run
 (backend "gloo", kiln's tcp sockets); each rank checks its collectives against numpy
-(tests/python/dist_worker.py). The GPT test trains bench/models' GPT with DDP on 2 MPI
-ranks and compares the parameters with one process trained on the combined batch."""
+(tests/python/dist_worker.py). The GPT test trains bench/models' GPT with DDP on 2 ranks
+(MPI, and tcp through the launcher) and compares the parameters with one process trained
+on the combined batch."""
 
 import os
 import shutil
@@ -189,11 +190,15 @@ def test_launcher_returns_a_failing_rank_status(tmp_path):
     assert proc.returncode == 3, proc.stderr
 
 
-@requires_mpi
-def test_gpt_ddp_on_two_mpi_ranks_matches_one_process(seed, tmp_path):
+@pytest.mark.parametrize("launch", [pytest.param("mpirun", marks=requires_mpi), "launcher"])
+def test_gpt_ddp_on_two_ranks_matches_one_process(launch, seed, tmp_path):
+    """mpirun: backend "mpi"; the launcher: backend "gloo" (kiln's tcp)."""
     import dist_gpt
 
-    _ok(_mpirun("gpt", "mpi", str(seed), str(tmp_path)))
+    if launch == "mpirun":
+        _ok(_mpirun("gpt", "mpi", str(seed), str(tmp_path)))
+    else:
+        _ok(_launch("gpt", "gloo", str(seed), str(tmp_path)))
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
     reference, _ = dist_gpt.train(kiln, seed, world_size=1, rank=0, ddp=False)
     for name, expected in reference.items():
