@@ -15,7 +15,11 @@ Weak scaling: every GPU keeps its batch, so an ideal per-GPU step time is flat.
 
     # or all of it, driven from one process: --no-ddp, then world sizes 1, 2, 4, ...
     # up to the GPUs present (each through the launcher), and a table at the end
-    python3 bench/distributed_gpu.py --sweep [--json dist_gpu.jsonl]
+    python3 bench/distributed_gpu.py --sweep [--json dist_gpu.jsonl] [--framework torch]
+    # on the lent GPU machine (kiln under the carried python3.11, scripts/gpu_run.sh):
+    #   KILN_GPU_STEPS=script KILN_GPU_SCRIPT="bench/distributed_gpu.py --sweep" \
+    #       bash scripts/gpu_run.sh
+    #   python3 bench/distributed_gpu.py --sweep --framework torch     (PyTorch's DDP)
 
 Per-GPU step time: the median over --repeats loops of --steps steps after --warmup steps
 (the tracer's warmup and compiles), each loop timed on every rank between two device
@@ -57,21 +61,23 @@ def sweep(args):
     import subprocess
     import tempfile
 
-    import kiln
-
     if not os.environ.get("KILN_NCCL_LIBRARY"):  # PyTorch's NCCL of the machine's python3
         try:
+            env = {k: v for k, v in os.environ.items() if k not in ("PYTHONHOME", "PYTHONPATH")}
             lib = subprocess.run(
                 ["python3", "-c", "import nvidia.nccl, os; print(os.path.join("
                  "list(nvidia.nccl.__path__)[0], 'lib', 'libnccl.so.2'))"],
-                capture_output=True, text=True, timeout=60).stdout.strip()
+                capture_output=True, text=True, timeout=60, env=env).stdout.strip()
             if lib and os.path.isfile(lib):
                 os.environ["KILN_NCCL_LIBRARY"] = lib
         except (OSError, subprocess.SubprocessError):
             pass
     print(f"NCCL: {os.environ.get('KILN_NCCL_LIBRARY', 'default search')}", flush=True)
-    gpus = kiln.cuda.device_count() if args.framework == "kiln" else 0
-    if args.framework == "torch":
+    if args.framework == "kiln":
+        import kiln
+
+        gpus = kiln.cuda.device_count()
+    else:
         import torch
 
         gpus = torch.cuda.device_count()
@@ -86,7 +92,11 @@ def sweep(args):
     runs = [[sys.executable, me, "--no-ddp"] + common]
     n = 1
     while n <= gpus:
-        runs.append([sys.executable, "-m", "kiln.distributed.run", "--standalone",
+        # PyTorch's workers go through kiln's launcher file too (run as a plain script it
+        # needs no kiln module; Debian's torchrun 1.13 fails on Python 3.11)
+        launcher = ["-m", "kiln.distributed.run"] if args.framework == "kiln" else [
+            os.path.join(os.path.dirname(HERE), "python_bindings", "kiln", "distributed", "run.py")]
+        runs.append([sys.executable] + launcher + ["--standalone",
                      "--nproc_per_node", str(n), me] + common + (["--explain"] if n == 1 else []))
         n *= 2
     for cmd in runs:
@@ -163,9 +173,9 @@ def main():
     mine = statistics.median(loops)
     per_rank = [mine]
     if ddp is not None and world > 1:
-        out = fw.zeros(world, device=device)
-        dist.all_gather_into_tensor(out, fw.tensor([mine], device=device))
-        per_rank = [float(v) for v in out.cpu().tolist()]
+        outs = [fw.zeros(1, device=device) for _ in range(world)]
+        dist.all_gather(outs, fw.tensor([mine], device=device))
+        per_rank = [float(o.item()) for o in outs]
     if local == 0 and int(os.environ.get("RANK", "0")) == 0:
         cfg = gpt.SIZES[args.size]
         tokens = cfg["batch_size"] * cfg["block_size"] * 2 * world
