@@ -28,7 +28,7 @@ install(TARGETS kiln EXPORT kilnTargets
 # The public headers: ops/api.h, tracer/api.h and everything they include (all of it
 # in these three folders' top level, plus the .def X-macro tables). Subfolders
 # (ops/cpu, ops/cuda, runtime/cuda, ...) are kernels and backends, not installed.
-foreach(dir runtime ops ops/autograd ops/optim tracer)
+foreach(dir runtime runtime/distributed ops ops/autograd ops/optim ops/distributed tracer)
   file(GLOB _kiln_headers CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.h
        ${CMAKE_CURRENT_SOURCE_DIR}/${dir}/*.def)
   install(FILES ${_kiln_headers} DESTINATION ${KILN_INSTALL_INCLUDEDIR}/${dir})

@@ -24,6 +24,7 @@ PACKAGES=(
   libboost-python-dev libdlpack-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev libdnnl2
+  libopenmpi-dev openmpi-bin
   clang-format
 )
 

@@ -7,7 +7,7 @@ this module adds ``shape``/``size()``, ``to(...)``, ``max``/``min`` returning
 
 import collections
 
-from . import _autocast
+from . import _after_backward, _autocast
 from . import _kiln as _C
 from ._kiln import Tensor
 from ._size import Size
@@ -75,6 +75,8 @@ def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=
     if inputs is not None:
         raise _C.KilnRuntimeError("[backward] inputs= is not supported; use kiln.autograd.grad")
     _C._tensor_backward(self, gradient, bool(retain_graph))
+    if _after_backward._queued:
+        _after_backward.run()
 
 
 @_method

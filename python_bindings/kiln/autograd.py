@@ -5,6 +5,7 @@
     gx, = kiln.autograd.grad((x * x).sum(), x)
 """
 
+from . import _after_backward
 from . import _kiln as _C
 from ._kiln import Tensor
 from ._functions import enable_grad, is_grad_enabled, no_grad, set_grad_enabled  # noqa: F401
@@ -24,6 +25,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if create_graph or inputs is not None:
         raise _C.KilnRuntimeError("[backward] create_graph and inputs are not supported")
     _C._autograd_backward(_as_list(tensors), _as_list(grad_tensors), bool(retain_graph))
+    if _after_backward._queued:
+        _after_backward.run()
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,

@@ -32,4 +32,5 @@ BOOST_PYTHON_MODULE(_kiln) {
   register_tracer();
   register_profiler();
   register_autograd();
+  register_distributed();
 }

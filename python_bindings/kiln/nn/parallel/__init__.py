@@ -1,11 +1,12 @@
-"""kiln.nn.parallel: DataParallel and DistributedDataParallel, so scripts import them
-unchanged. DataParallel over one device (or none: the CPU) is what PyTorch's is there,
-a wrapper that calls the module (kept at .module, so state_dict keys get PyTorch's
-"module." prefix); over several devices, and DistributedDataParallel always, it raises
-NotImplementedError (kiln has no multi-device training yet, issue 16;
-kiln.distributed.is_available() is False)."""
+"""kiln.nn.parallel: DistributedDataParallel (one process per device, over
+kiln.distributed) and DataParallel. DataParallel over one device (or none: the CPU)
+is what PyTorch's is there, a wrapper that calls the module (kept at .module, so
+state_dict keys get PyTorch's "module." prefix); over several devices it raises
+NotImplementedError (single-process multi-device training: use
+DistributedDataParallel, one process per device)."""
 
 from ..modules.module import Module
+from .distributed import DistributedDataParallel
 
 __all__ = ["DataParallel", "DistributedDataParallel"]
 
@@ -19,7 +20,8 @@ class DataParallel(Module):
         if len(ids) > 1:
             raise NotImplementedError(f"kiln.nn.parallel.DataParallel over {len(ids)} devices "
                                       f"(device_ids={ids}): multi-device training is not "
-                                      "supported by kiln yet; use the module on one device")
+                                      "supported by kiln; use DistributedDataParallel "
+                                      "(one process per device)")
         self.module = module
         self.device_ids = ids
         self.output_device = output_device
@@ -28,9 +30,3 @@ class DataParallel(Module):
     def forward(self, *inputs, **kwargs):
         return self.module(*inputs, **kwargs)
 
-
-class DistributedDataParallel(Module):
-    def __init__(self, module=None, *args, **kwargs):
-        raise NotImplementedError("kiln.nn.parallel.DistributedDataParallel: multi-device "
-                                  "training is not supported by kiln yet; use the module "
-                                  "itself on one device")
