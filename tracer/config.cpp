@@ -78,11 +78,13 @@ unsigned parse_log_categories(const std::string& spec) {
       mask |= kLogTrace;
     else if (item == "perf")
       mask |= kLogPerf;
+    else if (item == "walks")
+      mask |= kLogWalks;
     else if (item == "all")
       mask |= ~0u;
     else
       throw ValueError("[KILN_LOGS] unknown log category '" + item +
-                       "' (expected graph_breaks, recompiles, guards, trace, perf or all)");
+                       "' (expected graph_breaks, recompiles, guards, trace, perf, walks or all)");
   }
   return mask;
 }

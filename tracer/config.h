@@ -17,7 +17,7 @@
 //                           that replays slower than eager stays eager. Off by default:
 //                           its trial runs half of 16 replays eagerly, which cost a
 //                           layernorm 4096x1024 loop 9x (bench A/B of 2026-11-25)
-//   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf (or all)
+//   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf, walks (or all)
 //   KILN_LOGFILE=path       where log lines go (default stderr)
 #pragma once
 
@@ -34,6 +34,7 @@ enum LogCategory : unsigned {
   kLogGuards = 1u << 2,
   kLogTrace = 1u << 3,
   kLogPerf = 1u << 4,
+  kLogWalks = 1u << 5,  // every walk's end: how, where it began, its length
 };
 
 struct TracerConfig {
