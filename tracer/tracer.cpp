@@ -97,6 +97,17 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
   if (walk_.mode == WalkMode::Idle) {
     op = walk_.describe(call, meta, target, &new_externals, true);
     op.site = site;
+    if (!target && is_varying_view(op, tree_.anchors)) {
+      host_sites_.insert(site);  // from now on a host-side op (runs_on_host_side)
+      log_line(kLogTrace, detail::cat(op_name(op.op), " at ", current_site().str_exact(),
+                                      " takes new bounds each time: it runs outside traces, "
+                                      "its view an input of the next"));
+      lazy::PendingPause independent(true);
+      *result = execute(call, meta);
+      ++statistics_.host_side_ops;
+      note_host_value(*result);
+      return true;
+    }
     begin_walk(op, 0);
   } else {
     op = walk_.describe(call, meta, target, &new_externals, false);
@@ -274,6 +285,18 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
     }
   }
   evict_least_recent(tree_, statistics_);
+}
+
+bool Tracer::is_varying_view(const TraceOp& first,
+                             const std::vector<std::unique_ptr<Anchor>>& anchors) {
+  if (first.site == 0 || op_info(first.op).family != OpFamily::View) return false;
+  bool other_bounds = false;
+  for (const auto& a : anchors) {
+    if (a->first.op != first.op || a->first.site != first.site) continue;
+    if (a->first.same_place(first)) return false;  // seen with these bounds: an anchor
+    other_bounds = true;
+  }
+  return other_bounds;
 }
 
 bool Tracer::runs_on_host_side(const OpCall& call) const {

@@ -85,6 +85,13 @@ class Tracer final : public DispatchHook {
   // read of its value later needs no boundary (a batch's random indices, their elements).
   bool runs_on_host_side(const OpCall& call) const;
   void note_host_value(const Tensor& value);
+  // A view (a slice of a token array at a moving offset: data[i:i + bptt]) that would
+  // start a walk at its site with bounds (attributes) other than those its anchors there
+  // were made with: each step would be a new anchor that never gets hot. Such a site
+  // becomes host-side: the view runs eagerly outside traces, and the trace that reads it
+  // takes it as an input (its offset is not guarded).
+  static bool is_varying_view(const TraceOp& first,
+                              const std::vector<std::unique_ptr<Anchor>>& anchors);
   bool is_host_value(const TensorImpl* t) const;
   // The call is the next op of the compiled path (child): returns its lazy value.
   Tensor replay_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
