@@ -3,7 +3,9 @@
 //   KILN_TRACE=0            no automatic tracing (explicit regions and compile() still trace)
 //   KILN_WARMUP=N           times a trace must be seen before it compiles (default 2)
 //   KILN_RECOMPILE_LIMIT=N  recompiles per trace before it stays eager (default 8)
-//   KILN_MAX_TRACE=N        longest trace in ops (default 4096)
+//   KILN_MAX_TRACE=N        longest trace in ops (default 8192: a training step of the
+//                           word-language-model LSTM, 2 layers x 35 steps forward and
+//                           backward, is 5,473 ops; it compiles in 0.2 s on the CPU)
 //   KILN_MAX_TRACES=N       compiled traces kept per thread, least recently used dropped
 //                           beyond it (default 512)
 //   KILN_TRACE_CACHE_OPS=N  recorded ops (trie nodes, compiled or not) kept per thread,
@@ -41,7 +43,7 @@ struct TracerConfig {
   bool auto_trace = true;
   int warmup = 2;
   int recompile_limit = 8;
-  int max_trace_length = 4096;
+  int max_trace_length = 8192;
   int max_traces = 512;             // compiled traces kept per thread (LRU)
   int64_t trace_cache_ops = 65536;  // recorded ops kept per thread (LRU)
   bool verify = false;
