@@ -381,9 +381,10 @@ void Tracer::unroll_short_loop() {
   penalty.penalize(tree_.tick);
   ++statistics_.unrolled_loops;
   log_line(kLogTrace,
-           detail::cat("loop at ", walk_.anchor->lifecycle.site().str_exact(), " ran ",
-                       rounds, " rounds between two host reads: unrolled into one "
-                       "trace (not a loop head for the next ", penalty.penalty(), " walks)"));
+           detail::cat("loop at ", walk_.anchor->lifecycle.site().str_exact(), " ran ", rounds,
+                       " rounds between two host reads: unrolled into one "
+                       "trace (not a loop head for the next ",
+                       penalty.penalty(), " walks)"));
 }
 
 void Tracer::flush() {

@@ -134,7 +134,7 @@ class Tracer final : public DispatchHook {
   };
   static constexpr int kMaxUnrolledRounds = 8;
   LoopRounds loop_rounds_;
-  bool walk_is_round_ = false;  // the current walk began as a round of loop_rounds_
+  bool walk_is_round_ = false;             // the current walk began as a round of loop_rounds_
   std::unordered_set<SiteId> host_sites_;  // sites of ops whose values were read on the host
   // The latest values host-side ops made (identity; weak: a dead one is not found).
   std::vector<std::pair<const TensorImpl*, std::weak_ptr<TensorImpl>>> host_values_;

@@ -290,8 +290,8 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
         same_scalars(head.scalars.data(), head.scalars.size(), call))
       return LoopClose::AtHead;
   if (heads.size() < 16)
-    heads.push_back({fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end()),
-                     node->depth + 1});
+    heads.push_back(
+        {fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end()), node->depth + 1});
   return LoopClose::No;
 }
 
@@ -310,8 +310,8 @@ void Walk::note_replayed_head(const OpCall& call, const OutputMeta& meta, const 
   std::vector<Tensor> fresh_externals;
   TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
   fresh.site = current_op_site();
-  heads.push_back({std::move(fresh),
-                   std::vector<Scalar>(call.scalars.begin(), call.scalars.end()), node->depth + 1});
+  heads.push_back({std::move(fresh), std::vector<Scalar>(call.scalars.begin(), call.scalars.end()),
+                   node->depth + 1});
 }
 
 }  // namespace kiln::tracer
