@@ -35,7 +35,7 @@ TracerConfig load() {
   c.auto_trace = !(trace && std::string(trace) == "0");
   c.warmup = std::max(1, env_int("KILN_WARMUP", 2));
   c.recompile_limit = env_int("KILN_RECOMPILE_LIMIT", 8);
-  c.max_trace_length = std::max(2, env_int("KILN_MAX_TRACE", 4096));
+  c.max_trace_length = std::max(2, env_int("KILN_MAX_TRACE", 8192));
   c.max_traces = std::max(1, env_int("KILN_MAX_TRACES", 512));
   c.trace_cache_ops = std::max(64, env_int("KILN_TRACE_CACHE_OPS", 65536));
   c.verify = env_int("KILN_VERIFY", 0) != 0;
@@ -78,11 +78,13 @@ unsigned parse_log_categories(const std::string& spec) {
       mask |= kLogTrace;
     else if (item == "perf")
       mask |= kLogPerf;
+    else if (item == "walks")
+      mask |= kLogWalks;
     else if (item == "all")
       mask |= ~0u;
     else
       throw ValueError("[KILN_LOGS] unknown log category '" + item +
-                       "' (expected graph_breaks, recompiles, guards, trace, perf or all)");
+                       "' (expected graph_breaks, recompiles, guards, trace, perf, walks or all)");
   }
   return mask;
 }

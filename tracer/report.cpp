@@ -170,7 +170,7 @@ std::string ExplainReport::json() const {
      << ", \"compile_ms\": " << fixed(compile_ms, 3) << ", \"replay_ns_per_op\": "
      << (replay_ns_per_op < 0 ? std::string("null") : fixed(replay_ns_per_op, 1))
      << ", \"evicted_traces\": " << evicted_traces << ", \"evicted_ops\": " << evicted_ops
-     << ", \"head_penalties\": " << head_penalties
+     << ", \"head_penalties\": " << head_penalties << ", \"unrolled_loops\": " << unrolled_loops
      << ", \"independent_reads\": " << independent_reads << ", \"host_side_ops\": " << host_side_ops
      << "}";
   return os.str();

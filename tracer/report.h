@@ -77,6 +77,9 @@ struct ExplainReport {
   // False loop heads: walks anchored at an op met again mid-walk that ran into a host
   // read (HeadPenalty, lifecycle.h).
   int64_t head_penalties = 0;
+  // Short loops between two host reads (a gradient-accumulation loop inside a step)
+  // unrolled into the step's trace: their head was suspended (Tracer: LoopRounds).
+  int64_t unrolled_loops = 0;
   // Host reads of values that owe nothing to the trace being walked (no boundary), and
   // the ops run outside traces because their values are read on the host (a batch's
   // random indices): Tracer::on_host_read.

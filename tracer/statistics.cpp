@@ -112,6 +112,7 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
   r.evicted_traces = evicted_traces;
   r.evicted_ops = evicted_ops;
   r.head_penalties = head_penalties;
+  r.unrolled_loops = unrolled_loops;
   r.host_side_ops = host_side_ops;
   r.independent_reads = independent_reads;
   r.replay_ns_per_op = replay_ns_per_op();

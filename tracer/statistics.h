@@ -43,6 +43,7 @@ struct TraceStatistics {
   int64_t evicted_traces = 0;
   int64_t evicted_ops = 0;
   int64_t head_penalties = 0;     // false loop heads (HeadPenalty, lifecycle.h)
+  int64_t unrolled_loops = 0;     // short loops between host reads unrolled (tracer.h)
   int64_t host_side_ops = 0;      // ops run outside traces as host-side (tracer.h)
   int64_t independent_reads = 0;  // host reads that needed no boundary
 

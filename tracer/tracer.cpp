@@ -97,6 +97,17 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
   if (walk_.mode == WalkMode::Idle) {
     op = walk_.describe(call, meta, target, &new_externals, true);
     op.site = site;
+    if (!target && is_varying_view(op, tree_.anchors)) {
+      host_sites_.insert(site);  // from now on a host-side op (runs_on_host_side)
+      log_line(kLogTrace, detail::cat(op_name(op.op), " at ", current_site().str_exact(),
+                                      " takes new bounds each time: it runs outside traces, "
+                                      "its view an input of the next"));
+      lazy::PendingPause independent(true);
+      *result = execute(call, meta);
+      ++statistics_.host_side_ops;
+      note_host_value(*result);
+      return true;
+    }
     begin_walk(op, 0);
   } else {
     op = walk_.describe(call, meta, target, &new_externals, false);
@@ -105,18 +116,26 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     const bool continues = child && child->compiled_below > 0;
     LoopClose close =
         continues ? LoopClose::No : walk_.closes_loop(call, meta, target, op, loops_allowed());
-    const uint64_t head_key = close == LoopClose::AtHead ? penalty_key(op) : 0;
-    if (head_key != 0) {
-      auto it = head_penalties_.find(head_key);
+    // A suspended head (a false one, or a short loop unrolled) closes nothing.
+    const uint64_t key = close != LoopClose::No ? penalty_key(op) : 0;
+    if (key != 0) {
+      auto it = head_penalties_.find(key);
       if (it != head_penalties_.end() && it->second.suspended(tree_.tick)) close = LoopClose::No;
     }
     if (close != LoopClose::No) {
+      const bool round = close == LoopClose::AtAnchor;
+      if (round && walk_is_round_ && loop_rounds_.anchor == walk_.anchor) {
+        ++loop_rounds_.rounds;
+        loop_rounds_.ops += walk_.node->depth;
+      } else if (round) {
+        loop_rounds_ = LoopRounds{walk_.anchor, 1, walk_.node->depth};
+      }
       end_walk(Boundary::Loop, nullptr, {});
       // Described again now that the ended walk's values exist (they may have been lazy).
       new_externals.clear();
       op = walk_.describe(call, meta, target, &new_externals, true);
       op.site = site;
-      begin_walk(op, head_key);
+      begin_walk(op, close == LoopClose::AtHead ? key : 0, round);
     }
     if (walk_.active() && walk_.node->depth >= config().max_trace_length) {
       const BreakCause too_long{BreakReason::TraceTooLong,
@@ -202,7 +221,9 @@ uint64_t Tracer::penalty_key(const TraceOp& op) {
   return key ? key : 1;
 }
 
-void Tracer::begin_walk(const TraceOp& first, uint64_t head_key) {
+void Tracer::begin_walk(const TraceOp& first, uint64_t head_key, bool round) {
+  walk_is_round_ = round;
+  if (!round) loop_rounds_ = LoopRounds{};
   Anchor* anchor = tree_.find_anchor(first);
   if (!anchor)
     anchor = tree_.add_anchor(first, TraceLifecycle(warmup_for_new_anchor(), current_site()));
@@ -212,6 +233,15 @@ void Tracer::begin_walk(const TraceOp& first, uint64_t head_key) {
 
 void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& site) {
   if (!walk_.active()) return;
+  if (logging(kLogWalks)) {
+    static constexpr const char* kEnds[] = {"a region edge", "the loop coming round", "", ""};
+    static constexpr const char* kModes[] = {"idle", "recorded", "replayed", "eager", "eager"};
+    log_line(kLogWalks,
+             detail::cat("walk from ", op_name(walk_.anchor->first.op), " at ",
+                         walk_.anchor->lifecycle.site().str_exact(), ": ", walk_.node->depth,
+                         " ops ", kModes[static_cast<int>(walk_.mode)], ", ended by ",
+                         cause ? cause->message() : kEnds[static_cast<int>(kind)]));
+  }
   WalkBoundaryScope boundary(walk_.in_boundary);
   const bool is_break = kind == Boundary::Break || kind == Boundary::Abort;
   std::optional<profiler::Span> break_span;
@@ -255,6 +285,18 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
     }
   }
   evict_least_recent(tree_, statistics_);
+}
+
+bool Tracer::is_varying_view(const TraceOp& first,
+                             const std::vector<std::unique_ptr<Anchor>>& anchors) {
+  if (first.site == 0 || op_info(first.op).family != OpFamily::View) return false;
+  bool other_bounds = false;
+  for (const auto& a : anchors) {
+    if (a->first.op != first.op || a->first.site != first.site) continue;
+    if (a->first.same_place(first)) return false;  // seen with these bounds: an anchor
+    other_bounds = true;
+  }
+  return other_bounds;
 }
 
 bool Tracer::runs_on_host_side(const OpCall& call) const {
@@ -316,6 +358,7 @@ void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
                                     " ends at a host read: not a loop head for the next ",
                                     penalty.penalty(), " walks"));
   }
+  unroll_short_loop();
   end_walk(Boundary::Break, &cause, site);
   for (const RegionOptions& r : regions_) {
     if (r.fullgraph) {
@@ -323,6 +366,25 @@ void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
                                         site.str(), ": ", cause.message()));
     }
   }
+}
+
+void Tracer::unroll_short_loop() {
+  const bool short_loop = walk_is_round_ && loop_rounds_.anchor == walk_.anchor &&
+                          loop_rounds_.rounds + 1 <= kMaxUnrolledRounds &&
+                          loop_rounds_.ops + walk_.node->depth <= config().max_trace_length;
+  const uint64_t key = short_loop ? penalty_key(walk_.anchor->first) : 0;
+  const int rounds = loop_rounds_.rounds + 1;
+  loop_rounds_ = LoopRounds{};
+  walk_is_round_ = false;
+  if (key == 0) return;
+  HeadPenalty& penalty = head_penalties_[key];
+  penalty.penalize(tree_.tick);
+  ++statistics_.unrolled_loops;
+  log_line(kLogTrace,
+           detail::cat("loop at ", walk_.anchor->lifecycle.site().str_exact(), " ran ", rounds,
+                       " rounds between two host reads: unrolled into one "
+                       "trace (not a loop head for the next ",
+                       penalty.penalty(), " walks)"));
 }
 
 void Tracer::flush() {
@@ -369,6 +431,8 @@ void Tracer::reset() {
   tree_ = TraceTree{};
   statistics_ = TraceStatistics{};
   head_penalties_.clear();
+  loop_rounds_ = LoopRounds{};
+  walk_is_round_ = false;
   host_sites_.clear();
   host_values_.clear();
 }

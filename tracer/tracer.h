@@ -85,6 +85,13 @@ class Tracer final : public DispatchHook {
   // read of its value later needs no boundary (a batch's random indices, their elements).
   bool runs_on_host_side(const OpCall& call) const;
   void note_host_value(const Tensor& value);
+  // A view (a slice of a token array at a moving offset: data[i:i + bptt]) that would
+  // start a walk at its site with bounds (attributes) other than those its anchors there
+  // were made with: each step would be a new anchor that never gets hot. Such a site
+  // becomes host-side: the view runs eagerly outside traces, and the trace that reads it
+  // takes it as an input (its offset is not guarded).
+  static bool is_varying_view(const TraceOp& first,
+                              const std::vector<std::unique_ptr<Anchor>>& anchors);
   bool is_host_value(const TensorImpl* t) const;
   // The call is the next op of the compiled path (child): returns its lazy value.
   Tensor replay_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
@@ -95,7 +102,12 @@ class Tracer final : public DispatchHook {
   // Why the op `op` leaves the compiled path at the walk's node (a Replay reason).
   BreakCause divergence(const TraceOp& op) const;
   // head_key: the HeadPenalty key when the walk begins at a head found mid-walk, else 0.
-  void begin_walk(const TraceOp& first, uint64_t head_key);
+  // round: the walk begins because the last one came round to its anchor (a loop).
+  void begin_walk(const TraceOp& first, uint64_t head_key, bool round = false);
+  // A walk that began as a round of its anchor's loop runs into a host read: when the
+  // loop came round only a few times since the walk before it (LoopRounds), in few
+  // enough ops for one trace, the loop is unrolled into the trace between the two reads.
+  void unroll_short_loop();
   static uint64_t penalty_key(const TraceOp& op);
   // Ends the walk; `cause` is the reason of a Break or Abort (none for Region and Loop).
   void end_walk(Boundary kind, const BreakCause* cause, const UserSite& site);
@@ -108,6 +120,21 @@ class Tracer final : public DispatchHook {
   Walk walk_;
   TraceStatistics statistics_;
   std::unordered_map<uint64_t, HeadPenalty> head_penalties_;  // by penalty_key
+  // The loop the current walk is a round of: a walk came round to its anchor and ended
+  // (LoopClose::AtAnchor), and each later walk of the same anchor that did too. A loop
+  // that comes round at most kMaxUnrolledRounds times between two host reads, in at most
+  // the maximum trace length of ops, is not a loop of the program's hot path but a short
+  // one inside it (a training step's gradient-accumulation micro-steps between two
+  // loss.item() reads): its head is suspended like a false head (HeadPenalty), so the
+  // walk from the first read runs through it and the step is one trace.
+  struct LoopRounds {
+    const Anchor* anchor = nullptr;
+    int rounds = 0;   // walks of the loop that ended by coming round
+    int64_t ops = 0;  // the ops of those walks
+  };
+  static constexpr int kMaxUnrolledRounds = 8;
+  LoopRounds loop_rounds_;
+  bool walk_is_round_ = false;             // the current walk began as a round of loop_rounds_
   std::unordered_set<SiteId> host_sites_;  // sites of ops whose values were read on the host
   // The latest values host-side ops made (identity; weak: a dead one is not found).
   std::vector<std::pair<const TensorImpl*, std::weak_ptr<TensorImpl>>> host_values_;

@@ -61,6 +61,8 @@ void Walk::clear() {
   eager_ns = 0;
   exit_cause.reset();
   heads.clear();
+  run_site = 0;
+  run_start = 0;
   lazy::tls_pending = false;
 }
 
@@ -174,6 +176,11 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
   new_externals.clear();
   for (const Scalar& s : call.scalars) scalars.push_back(s);
   node->last_use = tick;
+  if (node->op.site == 0 || node->op.site != run_site || node->op.op != run_op) {
+    run_op = node->op.op;
+    run_site = node->op.site;
+    run_start = node->depth;
+  }
   outputs.push_back(value.impl_ptr());
   values.set(value.impl_ptr(), node->depth - 1);
   if (node->op.in_place && value.impl()->storage) written.push_back(value.impl()->storage.get());
@@ -246,14 +253,17 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
   // repeating says nothing about loops: a backward pass makes the same constants as its
   // forward.
   const bool has_inputs = !op.inputs.empty();
+  // Ops from this depth on are in the run the op would continue (walk.h: run_start).
+  const int run_from =
+      op.site != 0 && op.site == run_site && op.op == run_op ? run_start : node->depth + 1;
   bool repeats = false;
   int scanned = 0;
   size_t scalar_end = scalars.size();
   for (const TraceNode* n = node; n && n != &anchor->root && scanned < 1024;
        n = n->parent, ++scanned) {
     const size_t count = n->op.scalar_kinds.size();
-    if (has_inputs && n->op.op == op.op && !op.in_place && n->op.site == op.site &&
-        n->op.same_wiring(op) && scalar_end >= count) {
+    if (has_inputs && n->depth < run_from && n->op.op == op.op && !op.in_place &&
+        n->op.site == op.site && n->op.same_wiring(op) && scalar_end >= count) {
       bool same = true;
       for (size_t k = 0; k < count && same; ++k)
         same = same_scalar(scalars[scalar_end - count + k], call.scalars[k]);
@@ -271,15 +281,17 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
   std::vector<Tensor> fresh_externals;
   TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
   fresh.site = op.site;
-  if (fresh.same_place(anchor->first) && scalars.size() >= call.scalars.size() &&
+  if (run_from > 1 && fresh.same_place(anchor->first) && scalars.size() >= call.scalars.size() &&
       same_scalars(scalars.data(), anchor->first.scalar_kinds.size(), call))
     return LoopClose::AtAnchor;
   if (!has_inputs) return LoopClose::No;
-  for (const auto& [head, head_scalars] : heads)
-    if (fresh.same_place(head) && same_scalars(head_scalars.data(), head_scalars.size(), call))
+  for (const Head& head : heads)
+    if (head.depth < run_from && fresh.same_place(head.op) &&
+        same_scalars(head.scalars.data(), head.scalars.size(), call))
       return LoopClose::AtHead;
   if (heads.size() < 16)
-    heads.push_back({fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
+    heads.push_back(
+        {fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end()), node->depth + 1});
   return LoopClose::No;
 }
 
@@ -298,8 +310,8 @@ void Walk::note_replayed_head(const OpCall& call, const OutputMeta& meta, const 
   std::vector<Tensor> fresh_externals;
   TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
   fresh.site = current_op_site();
-  heads.push_back(
-      {std::move(fresh), std::vector<Scalar>(call.scalars.begin(), call.scalars.end())});
+  heads.push_back({std::move(fresh), std::vector<Scalar>(call.scalars.begin(), call.scalars.end()),
+                   node->depth + 1});
 }
 
 }  // namespace kiln::tracer

@@ -63,8 +63,21 @@ struct Walk {
   int64_t eager_ns = 0;                  // time this walk ran ops eagerly
   std::optional<BreakCause> exit_cause;  // why it left its compiled path (for recompiles)
   // Fresh descriptions of this walk's ops whose inputs are all external, with their
-  // scalars: each could start a trace, and one coming round again closes a loop.
-  std::vector<std::pair<TraceOp, std::vector<Scalar>>> heads;
+  // scalars and depth: each could start a trace, and one coming round again closes a loop.
+  struct Head {
+    TraceOp op;
+    std::vector<Scalar> scalars;
+    int depth = 0;  // of the op in the walk (1: the first op after the anchor)
+  };
+  std::vector<Head> heads;
+  // The run of consecutive ops with the same op and (known) site that the walk's last op
+  // belongs to: its first op's depth. One call from Python that issues the same op
+  // several times (stack's unsqueeze per input, from one bytecode) is such a run; an op
+  // that repeats inside the run does not close a loop (the loop would be inside kiln's
+  // C++ code, which the user's program never comes round to).
+  OpId run_op{};
+  SiteId run_site = 0;
+  int run_start = 0;
   // Set while the tracer runs its own work (a boundary, a side exit): ops then run
   // untraced. Not part of a walk's state: clear() keeps it.
   bool in_boundary = false;

@@ -129,6 +129,7 @@ class Explanation:
         self.compile_ms = data["compile_ms"]
         self.replay_ns_per_op = data.get("replay_ns_per_op")
         self.head_penalties = data.get("head_penalties", 0)
+        self.unrolled_loops = data.get("unrolled_loops", 0)
         self.independent_reads = data.get("independent_reads", 0)
         self.host_side_ops = data.get("host_side_ops", 0)
 

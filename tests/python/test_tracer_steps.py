@@ -1,0 +1,168 @@
+"""Training steps as real programs write them (issue 17, bench/models): what used to cut a
+step into several traces or make it record again every step. Each case asserts one trace
+a step (two where the step is longer than the maximum trace length), no compile and no
+recorded op after warmup, and the same values as the program run eagerly (tracing off);
+the module runs again under KILN_VERIFY."""
+
+import numpy as np
+import pytest
+
+import kiln
+import kiln.nn as nn
+import kiln.nn.functional as F
+
+from test_tracer_sites import delta, t
+
+
+@pytest.fixture(autouse=True, params=[False, True], ids=["plain", "verify"])
+def fresh_tracer(request):
+    kiln.reset()
+    kiln.set_tracing(True)
+    previous = kiln.set_config(verify=request.param)
+    yield
+    kiln.set_config(**previous)
+    kiln.set_tracing(True)
+    kiln.reset()
+
+
+def run(traced, steps, step_fn):
+    """step_fn(step) -> a host value; explain() snapshots 6 steps before the end and at it."""
+    kiln.reset()
+    kiln.set_tracing(traced)
+    values, snaps = [], []
+    try:
+        for step in range(steps):
+            if step == steps - 6:
+                snaps.append(kiln.explain())
+            values.append(step_fn(step))
+        snaps.append(kiln.explain())
+    finally:
+        kiln.set_tracing(True)
+    return np.array(values), snaps
+
+
+def assert_steady(before, after, traces=1):
+    d = delta(before, after)
+    assert d["compiles"] == 0 and d["recompiles"] == 0 and d["recorded"] == 0, (d, str(after))
+    assert 1 <= len(d["replaying"]) <= traces, (d, str(after))
+
+
+def test_stack_of_new_tensors_is_not_a_loop(rng):
+    # stack issues one unsqueeze per input from one Python call: the same op at the same
+    # site on a new external input each time, which looked like a loop coming round.
+    arrays = [rng.standard_normal(8).astype(np.float32) for _ in range(5)]
+    w = t(rng.standard_normal(8))
+
+    def step(_):
+        scale = kiln.exp(w)  # an op before the stack: the step's head
+        parts = [kiln.from_numpy(a.copy()) for a in arrays]  # new tensors every step
+        return (kiln.tanh(kiln.stack(parts) * scale) * 2.0).sum().item()
+
+    eager, _ = run(False, 12, step)
+    traced, (before, after) = run(True, 12, step)
+    np.testing.assert_allclose(traced, eager, rtol=1e-5)
+    assert_steady(before, after)
+    assert after.recompiles == [] and len(after.traces) == 1, str(after)
+    assert after.traces[0]["ops"][:7] == ["exp"] + ["unsqueeze"] * 5 + ["cat"], str(after)
+
+
+def accumulation_step(micro):
+    """An embedding model trained with gradient accumulation over `micro` micro-steps, each
+    starting with a factory (a position arange, the loop's head) and drawing its batch
+    with stack + from_numpy; AdamW, zero_grad, loss.item() once per step."""
+    kiln.manual_seed(7)
+    rng = np.random.default_rng(7)
+    tokens = rng.integers(0, 32, 4096).astype(np.int64)
+    starts = rng.integers(0, 4000, (64, 4))
+    emb, head = nn.Embedding(32, 16), nn.Linear(16, 32)
+    opt = kiln.optim.AdamW(list(emb.parameters()) + list(head.parameters()), lr=1e-2)
+    draws = iter(range(10 ** 6))
+
+    def step(_):
+        for _ in range(micro):
+            rows = starts[next(draws) % len(starts)]
+            x = kiln.stack([kiln.from_numpy(tokens[s:s + 8]) for s in rows])
+            y = kiln.stack([kiln.from_numpy(tokens[s + 1:s + 9]) for s in rows])
+            pos = kiln.arange(0, 8, dtype=kiln.int64)
+            h = kiln.relu(emb(x) + emb(pos))
+            loss = F.cross_entropy(head(h).view(-1, 32), y.view(-1)) / micro
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss.item()
+
+    return step
+
+
+@pytest.mark.parametrize("micro", [2, 3])
+def test_gradient_accumulation_loop_is_one_trace_per_step(micro):
+    # The micro-step loop comes round at its head (the arange) a few times between two
+    # loss.item() reads: unrolled into the step's trace, not two variants of a loop trace.
+    eager, _ = run(False, 14, accumulation_step(micro))
+    traced, (before, after) = run(True, 14, accumulation_step(micro))
+    np.testing.assert_allclose(traced, eager, rtol=1e-4, atol=1e-6)
+    assert_steady(before, after)
+    assert after.recompiles == [], str(after)
+    assert after.unrolled_loops >= 1, str(after)
+
+
+def test_slice_at_a_moving_offset_is_an_input_not_a_new_trace(rng):
+    # data[i:i + 8] with i moving every step (truncated BPTT's get_batch): the slice's
+    # bounds are attributes, so each step began a new anchor that never got hot.
+    data = t(rng.standard_normal((400, 4)))
+    w = t(rng.standard_normal((4, 4)))
+
+    def step(k):
+        i = 7 * k
+        x, target = data[i:i + 8], data[i + 1:i + 9]
+        return ((kiln.tanh(x @ w) - target) ** 2).mean().item()
+
+    eager, _ = run(False, 14, step)
+    traced, (before, after) = run(True, 14, step)
+    np.testing.assert_allclose(traced, eager, rtol=1e-5)
+    assert_steady(before, after)
+
+
+def lstm_step():
+    """PyTorch's word_language_model step, small: embedding, a 2-layer nn.LSTM with the
+    hidden state detached between batches, a linear decoder, log_softmax + nll_loss,
+    clip_grad_norm_, SGD; batches sliced from a token array at a moving offset."""
+    kiln.manual_seed(3)
+    rng = np.random.default_rng(3)
+    enc, rnn, dec = nn.Embedding(50, 8), nn.LSTM(8, 8, 2), nn.Linear(8, 50)
+    params = list(enc.parameters()) + list(rnn.parameters()) + list(dec.parameters())
+    opt = kiln.optim.SGD(params, lr=0.5)
+    data = kiln.tensor(rng.integers(0, 50, (400, 3)))
+    state = {"hidden": (kiln.zeros(2, 3, 8), kiln.zeros(2, 3, 8))}
+
+    def step(k):
+        i = (6 * k) % 380
+        x, y = data[i:i + 6], data[i + 1:i + 7].reshape(-1)
+        hidden = tuple(v.detach() for v in state["hidden"])
+        for p in params:
+            p.grad = None
+        out, state["hidden"] = rnn(enc(x), hidden)
+        loss = F.nll_loss(F.log_softmax(dec(out).view(-1, 50), dim=1), y)
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 0.25)
+        opt.step()
+        return loss.item()
+
+    return step
+
+
+@pytest.mark.parametrize("limit", [None, 700], ids=["fits", "longer_than_the_limit"])
+def test_lstm_step_is_one_trace_or_two_cut_at_the_limit(limit):
+    # The step (1,099 ops: 6 time steps x 2 layers, forward and backward) is one trace;
+    # with a maximum length below it, it is cut at the same op every step: two traces,
+    # and no recompile either way.
+    eager, _ = run(False, 14, lstm_step())
+    previous = kiln.set_config(max_trace_length=limit) if limit else None
+    try:
+        traced, (before, after) = run(True, 14, lstm_step())
+    finally:
+        if previous:
+            kiln.set_config(**previous)
+    np.testing.assert_allclose(traced, eager, rtol=1e-4, atol=1e-6)
+    assert_steady(before, after, traces=1 if limit is None else 2)
+    assert after.recompiles == [], str(after)
