@@ -21,6 +21,9 @@ class TracerTest : public ::testing::Test {
     kiln::tracer::config().warmup = 2;
     kiln::tracer::config().verify = false;
     kiln::tracer::config().speed_check = false;  // replay counts never depend on load
+    // Compiles on the spot, so that the iteration after warmup replays (counts of
+    // compiles and replays are exact); tests/cpp/test_background_compile.cpp turns it on.
+    kiln::tracer::config().background_compile = false;
   }
   void TearDown() override {
     kiln::tracer::reset();

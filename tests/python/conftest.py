@@ -46,13 +46,13 @@ def rng(seed):
 
 @pytest.fixture
 def fresh_tracer():
-    """A fresh tracer for each test (warmup 2, no verification, tracing on), and the
-    settings it found restored after. Files use it with
-    `pytestmark = pytest.mark.usefixtures("fresh_tracer")`."""
+    """A fresh tracer for each test (warmup 2, no verification, tracing on, compiles on
+    the spot so that the walk after warmup replays), and the settings it found restored
+    after. Files use it with `pytestmark = pytest.mark.usefixtures("fresh_tracer")`."""
     import kiln
 
     kiln.reset()
-    previous = kiln.set_config(warmup=2, verify=False)
+    previous = kiln.set_config(warmup=2, verify=False, background_compile=False)
     kiln.set_tracing(True)
     yield
     kiln.reset()

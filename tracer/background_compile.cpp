@@ -1,0 +1,136 @@
+#include "tracer/background_compile.h"
+
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "tracer/statistics.h"
+#include "tracer/tracer.h"
+
+namespace kiln::tracer {
+
+CompileResult compile_program(const TraceProgram& program) {
+  CompileResult r;
+  r.start_ns = trace_clock_ns();
+  try {
+    r.executable = compile_trace(program);
+  } catch (const std::exception& e) {
+    r.executable.reset();
+    r.error = e.what();
+    if (r.error.empty()) r.error = "an exception without a message";
+  } catch (...) {
+    r.executable.reset();
+    r.error = "an exception that is not a std::exception";
+  }
+  r.end_ns = trace_clock_ns();
+  return r;
+}
+
+// The compile thread and its queue (see the header). Made once, never destroyed.
+class CompileQueue {
+ public:
+  static CompileQueue& instance() {
+    static CompileQueue* queue = new CompileQueue();
+    return *queue;
+  }
+
+  void submit(const std::shared_ptr<CompileJob>& job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!started_) {
+      std::thread(&CompileQueue::loop, this).detach();
+      started_ = true;
+    }
+    jobs_.push_back(job);
+    wake_.notify_one();
+  }
+
+  bool done(const CompileJob& job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return job.state_ == CompileJob::State::Done;
+  }
+
+  void wait(const CompileJob& job) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] {
+      return job.state_ == CompileJob::State::Done || job.state_ == CompileJob::State::Skipped ||
+             (job.abandoned_ && job.state_ == CompileJob::State::Queued);
+    });
+  }
+
+  CompileResult take(CompileJob& job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return std::move(job.result_);
+  }
+
+  void wait_for_running() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t target = started_count_;
+    finished_.wait(lock, [&] { return finished_count_ >= target; });
+  }
+
+  void abandon(CompileJob& job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job.abandoned_ = true;
+  }
+
+ private:
+  CompileQueue() = default;
+
+  void loop() {
+    Tracer::current().set_enabled(false);  // an op run here is never traced
+    for (;;) {
+      std::shared_ptr<CompileJob> job;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [&] { return !jobs_.empty(); });
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+        // Nobody else holds it (its anchor is gone) or nobody will wait for it: skip.
+        if (job->abandoned_ || job.use_count() == 1) {
+          job->state_ = CompileJob::State::Skipped;
+          finished_.notify_all();
+          continue;
+        }
+        job->state_ = CompileJob::State::Running;
+        ++started_count_;
+      }
+      CompileResult result = compile_program(job->program());
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        job->result_ = std::move(result);
+        job->state_ = CompileJob::State::Done;
+        ++finished_count_;
+      }
+      finished_.notify_all();
+      // An abandoned job's result goes with its last reference, here or on its thread.
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::deque<std::shared_ptr<CompileJob>> jobs_;
+  bool started_ = false;
+  uint64_t started_count_ = 0, finished_count_ = 0;  // jobs run (serially) so far
+};
+
+bool CompileJob::done() const { return CompileQueue::instance().done(*this); }
+void CompileJob::wait() const { CompileQueue::instance().wait(*this); }
+CompileResult CompileJob::take() { return CompileQueue::instance().take(*this); }
+void CompileJob::abandon() { CompileQueue::instance().abandon(*this); }
+
+namespace {
+thread_local bool tls_submitted = false;
+}  // namespace
+
+void submit_compile(const std::shared_ptr<CompileJob>& job) {
+  tls_submitted = true;
+  CompileQueue::instance().submit(job);
+}
+
+bool submitted_compiles_on_this_thread() { return tls_submitted; }
+
+void wait_for_running_compile() { CompileQueue::instance().wait_for_running(); }
+
+}  // namespace kiln::tracer
