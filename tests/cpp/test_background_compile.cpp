@@ -221,36 +221,40 @@ TEST_F(BackgroundCompile, ResetAndEvictionDropACompileInFlight) {
 // Process exit (std::exit from main's thread) with compiles in flight: a clean exit, code
 // 0 (under LSan a leak would make it nonzero). The delayed compile is surely running at
 // exit and a second one queued; then an LLVM compile of a long trace.
+[[noreturn]] void exit_with_delayed_compiles_in_flight() {
+  tr::config().background_compile = true;
+  // Never unregistered (exit comes first); a static keeps it reachable for LSan.
+  static DelayedCompileScope* const delayed =
+      new DelayedCompileScope(std::chrono::milliseconds(300));
+  (void)delayed;
+  Tensor x = random_tensor({50});
+  Tensor w = random_tensor({50});
+  Tensor v = random_tensor({70});
+  for (int i = 0; i < 2; ++i) (void)kiln::sum(body(x, w)).item<double>();
+  for (int i = 0; i < 2; ++i) (void)kiln::sum(kiln::exp(v) * 2.0 - v).item<double>();
+  std::fprintf(stderr, "in flight: %d\n", in_flight());
+  std::exit(0);
+}
+
+[[noreturn]] void exit_with_an_llvm_compile_in_flight() {
+  tr::config().background_compile = true;
+  tr::config().jit = true;
+  Tensor v = random_tensor({70});
+  for (int k = 0; k < 2; ++k) {
+    Tensor y = v;
+    for (int i = 0; i < 80; ++i) y = kiln::tanh(y * 1.5 + 0.5) - v;
+    (void)kiln::sum(y).item<double>();
+  }
+  std::fprintf(stderr, "submitted\n");
+  std::exit(0);
+}
+
 TEST_F(BackgroundCompile, ProcessExitWithACompileInFlightIsClean) {
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_EXIT(
-      {
-        tr::config().background_compile = true;
-        static DelayedCompileScope* delayed = nullptr;  // never unregistered: exit comes first
-        delayed = new DelayedCompileScope(std::chrono::milliseconds(300));
-        Tensor x = random_tensor({50}), w = random_tensor({50}), v = random_tensor({70});
-        for (int i = 0; i < 2; ++i) (void)kiln::sum(body(x, w)).item<double>();
-        for (int i = 0; i < 2; ++i) (void)kiln::sum(kiln::exp(v) * 2.0 - v).item<double>();
-        std::fprintf(stderr, "in flight: %d\n", in_flight());
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(0), "in flight: 2");
+  EXPECT_EXIT(exit_with_delayed_compiles_in_flight(), ::testing::ExitedWithCode(0),
+              "in flight: 2");
 #ifdef KILN_WITH_LLVM
-  EXPECT_EXIT(
-      {
-        tr::config().background_compile = true;
-        tr::config().jit = true;
-        Tensor v = random_tensor({70});
-        auto long_body = [&] {
-          Tensor y = v;
-          for (int i = 0; i < 80; ++i) y = kiln::tanh(y * 1.5 + 0.5) - v;
-          return y;
-        };
-        for (int i = 0; i < 2; ++i) (void)kiln::sum(long_body()).item<double>();
-        std::fprintf(stderr, "submitted\n");
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(0), "submitted");
+  EXPECT_EXIT(exit_with_an_llvm_compile_in_flight(), ::testing::ExitedWithCode(0), "submitted");
 #endif
 }
 
