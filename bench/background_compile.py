@@ -6,7 +6,7 @@ the background (the default) against kiln eager, and today's synchronous compile
 eager iteration while its trace compiles.
 
     PYTHONPATH=build/python python3 bench/background_compile.py [--only gpt,cnn,lstm]
-        [--steps 40] [--out docs/results/background_compile_cpu.txt]
+        [--steps 20] [--device cpu|cuda] [--out docs/results/background_compile_cpu.txt]
 
 Method: each (model, mode) runs in a new worker process (this script with --worker) with
 an empty kernel cache (KILN_CACHE_DIR), so every compile is cold. A worker times each
@@ -44,7 +44,9 @@ def worker(args):
 
     compat.prepare(kiln)
     module = __import__(args.model)
-    case = module.make(kiln, "cpu", "cpu")
+    size = args.size or ("gpu" if args.device == "cuda" else "cpu")
+    case = module.make(kiln, args.device, size)
+    sync = kiln.cuda.synchronize if args.device == "cuda" else (lambda: None)
     traced = args.worker != "eager"
     rows = []
     start = time.monotonic()
@@ -52,6 +54,7 @@ def worker(args):
     for i in range(args.steps_max):
         t0 = time.perf_counter()
         case.step()
+        sync()
         ms = (time.perf_counter() - t0) * 1e3
         row = dict(i=i, ms=ms)
         if traced:
@@ -82,7 +85,8 @@ def run_worker(model, mode, args):
     if mode == "sync":
         env["KILN_COMPILE_SYNC"] = "1"
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode, "--model", model,
-           "--steps", str(args.steps), "--steps-max", str(args.steps_max),
+           "--device", args.device, "--size", args.size, "--steps", str(args.steps),
+           "--steps-max", str(args.steps_max),
            "--budget-s", str(args.budget_s)]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env,
@@ -141,12 +145,17 @@ def summarize(model, res):
     out["eager_anchors"] = bg["rows"][-1]["eager_anchors"]
     out["compile_ms"] = bg.get("compile_ms")
     out["values"] = {m: res[m]["value"] for m in MODES}
+    out["series"] = {m: [round(r["ms"], 1) for r in res[m]["rows"]] for m in MODES}
+    out["in_flight"] = [r["in_flight"] for r in bg["rows"]]
     return out
+
+
+DEVICE = "the CPU"
 
 
 def table(summaries, load_before, load_after):
     lines = [
-        "Background compile, bench/models training loops on the CPU "
+        f"Background compile, bench/models training loops on {DEVICE} "
         f"({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores)",
         f"load average before: {load_before}; after: {load_after}",
         "",
@@ -174,12 +183,27 @@ def table(summaries, load_before, load_after):
                      + f"; {s['steps']} traced iterations; recompiles {s['recompiles']}; "
                      f"anchors left eager {s['eager_anchors']}; last loss "
                      + ", ".join(f"{m} {v:.6g}" for m, v in s["values"].items()))
+    lines.append("")
+    lines.append("Every iteration's ms from the first (bg: compiles in flight after it, "
+                 "'|' before the first replay):")
+    for s in summaries:
+        if "error" in s:
+            continue
+        for m in MODES:
+            cells = [f"{v:g}" for v in s["series"][m]]
+            if m == "background":
+                cells = [f"{c}({n})" if n else c for c, n in zip(cells, s["in_flight"])]
+                if s["first_replay"] is not None:
+                    cells.insert(s["first_replay"], "|")
+            lines.append(f"  {s['model']} {m}: " + " ".join(cells))
     return "\n".join(lines)
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default=",".join(TRAIN_MODELS))
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--size", default="", help="cpu or gpu (default: the device's)")
     ap.add_argument("--steps", type=int, default=20, help="at least this many iterations")
     ap.add_argument("--steps-max", type=int, default=200)
     ap.add_argument("--budget-s", type=float, default=240.0, help="per worker")
@@ -191,6 +215,8 @@ def main():
     if args.worker:
         worker(args)
         return
+    global DEVICE
+    DEVICE = "the CPU" if args.device == "cpu" else "CUDA"
     load_before = " ".join(open("/proc/loadavg").read().split()[:3])
     summaries, raw = [], {}
     for model in args.only.split(","):

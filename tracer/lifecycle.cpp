@@ -162,9 +162,8 @@ void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram 
     log_line(kLogTrace,
              detail::cat("trace ", compiled->id, " compiled: ", compiled->program.ops.size(),
                          " ops -> ", compiled->executable->kernel_count(), " kernels (",
-                         compiled->executable->backend_name(), ", ", compiled->compile_ms,
-                         " ms", background ? ", in the background" : "", ") at ",
-                         lifecycle.site().str()));
+                         compiled->executable->backend_name(), ", ", compiled->compile_ms, " ms",
+                         background ? ", in the background" : "", ") at ", lifecycle.site().str()));
     install(tree, anchor, node, std::move(compiled));
     return;
   }

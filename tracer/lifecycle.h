@@ -16,8 +16,9 @@
 // A hot path compiles in the background by default (background_compile.h): it is
 // submitted at the ending that made it hot (the anchor stays Recording meanwhile, its
 // walks eager) and the transitions above happen when the result is installed, at the
-// anchor's next walk. SingleOp, Blacklisted, SlowerThanEager and CompileFailed are final (until reset() or eviction drops the anchor):
-// their walks run eagerly. A walk's mode follows the state (walk.h).
+// anchor's next walk. SingleOp, Blacklisted, SlowerThanEager and CompileFailed are final (until
+// reset() or eviction drops the anchor): their walks run eagerly. A walk's mode follows the state
+// (walk.h).
 #pragma once
 
 #include <algorithm>
@@ -135,7 +136,6 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
 // Installs the anchor's background compile if it is done (wait: waits for it first);
 // true when one was installed or reported as failed. Called when a walk begins at the
 // anchor, and by wait_for_compiles().
-bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& statistics,
-                           bool wait);
+bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& statistics, bool wait);
 
 }  // namespace kiln::tracer

@@ -27,9 +27,9 @@ struct TraceNode {
   // every node from its anchor down, so a node is never newer than its parent.
   uint64_t last_use = 0;
   std::shared_ptr<const CompiledTrace> compiled;
-  int64_t replays = 0;     // of `compiled`
-  int64_t side_exits = 0;  // walks that left `compiled`'s path before its end
-  SpeedTrial speed;        // `compiled` against eager over its first replays
+  int64_t replays = 0;          // of `compiled`
+  int64_t side_exits = 0;       // walks that left `compiled`'s path before its end
+  SpeedTrial speed;             // `compiled` against eager over its first replays
   bool compile_failed = false;  // its compile threw: it is not compiled again
 
   TraceNode* find_child(const TraceOp& op) const {
@@ -86,7 +86,8 @@ struct TraceTree {
     return nullptr;
   }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
-    anchors.push_back(std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr}));
+    anchors.push_back(
+        std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr}));
     ++nodes;
     return anchors.back().get();
   }

@@ -41,7 +41,8 @@ void set_config(const std::string& name, const bp::object& value) {
         spec.check() ? tracer::parse_log_categories(spec()) : bp::extract<unsigned>(value)();
   } else {
     throw ValueError("[set_config] unknown tracer setting '" + name +
-                     "' (expected warmup, recompile_limit, max_trace_length, verify, background_compile or logs)");
+                     "' (expected warmup, recompile_limit, max_trace_length, verify, "
+                     "background_compile or logs)");
   }
 }
 

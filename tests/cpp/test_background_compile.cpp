@@ -256,8 +256,7 @@ TEST_F(BackgroundCompile, ResetAndEvictionDropACompileInFlight) {
 
 TEST_F(BackgroundCompile, ProcessExitWithACompileInFlightIsClean) {
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_EXIT(exit_with_delayed_compiles_in_flight(), ::testing::ExitedWithCode(0),
-              "in flight: 2");
+  EXPECT_EXIT(exit_with_delayed_compiles_in_flight(), ::testing::ExitedWithCode(0), "in flight: 2");
 #ifdef KILN_WITH_LLVM
   EXPECT_EXIT(exit_with_an_llvm_compile_in_flight(), ::testing::ExitedWithCode(0), "submitted");
 #endif

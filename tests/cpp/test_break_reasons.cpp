@@ -182,8 +182,9 @@ std::vector<std::string> expected_text(BreakReason reason) {
       return {"-- abort: replays took ", " eager; it stays eager (medians of 8", "[stays eager]",
               "\"eager_reason\": \"replays took "};
     case BreakReason::CompileFailed:
-      return {"-- abort: its compile failed ([test] the delayed backend's compile failed); it "
-              "stays eager"};
+      return {
+          "-- abort: its compile failed ([test] the delayed backend's compile failed); it "
+          "stays eager"};
   }
   return {};
 }
