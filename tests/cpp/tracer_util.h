@@ -33,6 +33,21 @@ class TracerTest : public ::testing::Test {
   kiln::tracer::TracerConfig saved_;
 };
 
+// Compiles on the spot while it lives (KILN_COMPILE_SYNC=1's setting), for tests outside
+// TracerTest that count compiles and replays after a fixed number of steps.
+class SyncCompilesScope {
+ public:
+  SyncCompilesScope() : saved_(kiln::tracer::config().background_compile) {
+    kiln::tracer::config().background_compile = false;
+  }
+  ~SyncCompilesScope() { kiln::tracer::config().background_compile = saved_; }
+  SyncCompilesScope(const SyncCompilesScope&) = delete;
+  SyncCompilesScope& operator=(const SyncCompilesScope&) = delete;
+
+ private:
+  bool saved_;
+};
+
 // A TracerTest with the LLVM JIT on; skipped in builds without LLVM.
 class LlvmJitTest : public TracerTest {
  protected:
