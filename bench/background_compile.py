@@ -53,10 +53,10 @@ def worker(args):
     quiet = 0
     for i in range(args.steps_max):
         t0 = time.perf_counter()
-        case.step()
+        loss = case.step()
         sync()
         ms = (time.perf_counter() - t0) * 1e3
-        row = dict(i=i, ms=ms)
+        row = dict(i=i, ms=ms, loss=loss)
         if traced:
             e = json.loads(kiln.explain().json())
             row.update(in_flight=kiln._C._compiles_in_flight(), traces=len(e["traces"]),
@@ -145,6 +145,12 @@ def summarize(model, res):
     out["eager_anchors"] = bg["rows"][-1]["eager_anchors"]
     out["compile_ms"] = bg.get("compile_ms")
     out["values"] = {m: res[m]["value"] for m in MODES}
+    # Rule 1: each step's loss against eager's, step by step (same weights, batches, seeds).
+    n = min(len(res[m]["rows"]) for m in MODES)
+    out["loss_rel"] = {m: max(abs(res[m]["rows"][i]["loss"] - eager["rows"][i]["loss"])
+                              / max(abs(eager["rows"][i]["loss"]), 1e-12) for i in range(n))
+                       for m in ("background", "sync")}
+    out["loss_steps"] = n
     out["series"] = {m: [round(r["ms"], 1) for r in res[m]["rows"]] for m in MODES}
     out["in_flight"] = [r["in_flight"] for r in bg["rows"]]
     return out
@@ -181,8 +187,9 @@ def table(summaries, load_before, load_after):
         lines.append(f"- {s['model']}: first iteration ms (recording / eager): "
                      + ", ".join(f"{m} {v:.1f}" for m, v in s["first_ms"].items())
                      + f"; {s['steps']} traced iterations; recompiles {s['recompiles']}; "
-                     f"anchors left eager {s['eager_anchors']}; last loss "
-                     + ", ".join(f"{m} {v:.6g}" for m, v in s["values"].items()))
+                     f"anchors left eager {s['eager_anchors']}; loss of every step against "
+                     f"eager's over the first {s['loss_steps']} steps, largest relative "
+                     "difference: " + ", ".join(f"{m} {v:.1e}" for m, v in s["loss_rel"].items()))
     lines.append("")
     lines.append("Every iteration's ms from the first (bg: compiles in flight after it, "
                  "'|' before the first replay):")

@@ -24,6 +24,9 @@
 //                   be traced).
 // One compile thread for the process, jobs in submission order: LLVM compiles are
 // serialized by LlvmJit anyway, and NVRTC spreads one trace over several threads itself.
+// It runs at nice 5, below the user's threads: on a machine with few cores the eager
+// loop (its ops parallel over every core) keeps most of the core it shares with the
+// compile, and an idle core still gives the compile all of its time.
 //
 // Failure: a compile that throws is caught (in both modes) and its trace stays eager,
 // reported as a CompileFailed reason (explain()'s eager anchors, KILN_LOGS=recompiles);
