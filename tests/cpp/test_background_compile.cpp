@@ -133,6 +133,40 @@ TEST_F(BackgroundCompile, LlvmPlanFromTheCompileThreadEqualsEager) {
   EXPECT_EQ(report.traces[0].replays, 4);
 }
 
+// CUDA: NVRTC, the CUBIN load and the cuBLASLt setup on the compile thread; the CUDA
+// Graph captured at the first replay, on this thread. Results equal eager CPU's before
+// and after the swap; the plan replays as a graph.
+TEST_F(BackgroundCompile, CudaPlanFromTheCompileThreadEqualsEager) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  tr::config().jit = true;
+  const Tensor xc = random_tensor({33, 65}), wc = random_tensor({65});
+  const Tensor x = xc.cuda(), w = wc.cuda();
+  auto long_body = [](const Tensor& a, const Tensor& b) {
+    tr::Region region({"long"});
+    Tensor y = a;
+    for (int i = 0; i < 40; ++i) y = kiln::tanh(y * b + 0.25) - a * 0.5;
+    return y;
+  };
+  const Host ref = read(eager([&] { return long_body(xc, wc); }));
+  for (int i = 0; i < 8; ++i) {
+    Tensor y = long_body(x, w);
+    EXPECT_TRUE(y.is_cuda());
+    ASSERT_TRUE(all_close(y, ref, tol_pointwise(DType::Float32))) << "iteration " << i;
+    if (i == 1) tr::wait_for_compiles();
+  }
+  const tr::ExplainReport report = tr::explain();
+  ASSERT_EQ(report.traces.size(), 1u) << report.table();
+  const tr::TraceReport& t = report.traces[0];
+  EXPECT_EQ(t.backend, "nvrtc") << report.table();
+  EXPECT_EQ(t.replays, 6) << report.table();
+  bool graph = false, graph_off = false;
+  for (const std::string& n : t.notes) {
+    graph |= n.find("cuda graph") != std::string::npos;
+    graph_off |= n.find("cuda graph off") != std::string::npos;
+  }
+  EXPECT_TRUE(graph && !graph_off) << report.table();
+}
+
 // A compile that throws on the compile thread: the trace stays eager, the failure shows
 // in explain() and the logs, the loop stays right, nothing compiles it again.
 TEST_F(BackgroundCompile, AFailedCompileIsReportedAndTheLoopStaysRight) {
