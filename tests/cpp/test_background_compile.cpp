@@ -123,7 +123,8 @@ TEST_F(BackgroundCompile, LlvmPlanFromTheCompileThreadEqualsEager) {
   const Host ref = read(eager(long_body));
   for (int i = 0; i < 6; ++i) {
     Tensor y = long_body();
-    ASSERT_TRUE(all_close(y, ref, tol_pointwise(DType::Float32))) << "iteration " << i;
+    // 60 chained tanh: fused code's (vector math) and eager's rounding compound.
+    ASSERT_TRUE(all_close(y, ref, Tol{1e-4, 1e-5})) << "iteration " << i;
     if (i == 1) tr::wait_for_compiles();  // (with the disk cache warm it may be done)
   }
   const tr::ExplainReport report = tr::explain();
@@ -151,7 +152,7 @@ TEST_F(BackgroundCompile, CudaPlanFromTheCompileThreadEqualsEager) {
   for (int i = 0; i < 8; ++i) {
     Tensor y = long_body(x, w);
     EXPECT_TRUE(y.is_cuda());
-    ASSERT_TRUE(all_close(y, ref, tol_pointwise(DType::Float32))) << "iteration " << i;
+    ASSERT_TRUE(all_close(y, ref, Tol{1e-4, 1e-5})) << "iteration " << i;  // 40 chained tanh
     if (i == 1) tr::wait_for_compiles();
   }
   const tr::ExplainReport report = tr::explain();
