@@ -85,7 +85,8 @@ def test_synchronize_compiles_swaps_the_plan_in(rng, background):
         ref = torch.tanh(ref * tw + 0.5) - torch.from_numpy(x.numpy()) * 0.25
     for i in range(6):
         y = body()
-        np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-5, atol=1e-6)
+        # 20 chained tanh: fused (vector math) and eager rounding compound
+        np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
         if i == 1:
             kiln.synchronize_compiles()
     traces = kiln.explain().traces
