@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <exception>
 #include <mutex>
@@ -46,6 +47,10 @@ class CompileQueue {
 
   void submit(const std::shared_ptr<CompileJob>& job) {
     std::lock_guard<std::mutex> lock(mutex_);
+    if (shut_down_) {  // exit() has begun: no compile starts any more
+      job->abandoned_ = true;
+      return;
+    }
     if (!started_) {
       std::thread(&CompileQueue::loop, this).detach();
       started_ = true;
@@ -70,6 +75,16 @@ class CompileQueue {
   CompileResult take(CompileJob& job) {
     std::lock_guard<std::mutex> lock(mutex_);
     return std::move(job.result_);
+  }
+
+  // At exit: no job starts from now on, and the one running is waited for.
+  void shut_down() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      shut_down_ = true;
+      for (const auto& job : jobs_) job->abandoned_ = true;
+    }
+    wait_for_running();
   }
 
   void wait_for_running() {
@@ -99,7 +114,7 @@ class CompileQueue {
         job = std::move(jobs_.front());
         jobs_.pop_front();
         // Nobody else holds it (its anchor is gone) or nobody will wait for it: skip.
-        if (job->abandoned_ || job.use_count() == 1) {
+        if (job->abandoned_ || shut_down_ || job.use_count() == 1) {
           job->state_ = CompileJob::State::Skipped;
           finished_.notify_all();
           continue;
@@ -116,6 +131,13 @@ class CompileQueue {
       }
       finished_.notify_all();
       // An abandoned job's result goes with its last reference, here or on its thread.
+      job.reset();
+      // After the first compile, the objects it made (the JIT, its caches) exist: a
+      // handler registered now runs at exit before their destructors, and keeps any
+      // compile from running under them (a thread other than main may have submitted
+      // it; main's own jobs are waited for by its tracer's destructor already).
+      static const bool registered = std::atexit([] { CompileQueue::instance().shut_down(); }) == 0;
+      (void)registered;
     }
   }
 
@@ -123,6 +145,7 @@ class CompileQueue {
   std::condition_variable wake_, finished_;
   std::deque<std::shared_ptr<CompileJob>> jobs_;
   bool started_ = false;
+  bool shut_down_ = false;
   uint64_t started_count_ = 0, finished_count_ = 0;  // jobs run (serially) so far
 };
 

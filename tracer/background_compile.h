@@ -37,8 +37,10 @@
 // Tracer::~Tracer (a thread_local, so destroyed when its thread ends and, for the main
 // thread, inside exit() before any static object) abandons its queued jobs and waits for
 // the one running (its own, or one its reset() or eviction abandoned): at process exit
-// no compile runs while statics are destroyed. The
-// compile thread and its queue are never destroyed (it sleeps in a wait at exit).
+// no compile runs while statics are destroyed. For jobs other threads submitted, an
+// atexit handler registered after the first compile (so it runs before the destructors
+// of what that compile made: the JIT, its caches) stops the queue and waits for the job
+// running. The compile thread and its queue are never destroyed (it sleeps in a wait).
 #pragma once
 
 #include <cstdint>
