@@ -1,5 +1,6 @@
 #include "tracer/background_compile.h"
 
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <thread>
 
 #include "tracer/statistics.h"
@@ -41,7 +43,14 @@ constexpr int kCompileThreadNice = 5;
 class CompileQueue {
  public:
   static CompileQueue& instance() {
-    static CompileQueue* queue = new CompileQueue();
+    static CompileQueue* queue = [] {
+      auto* q = new CompileQueue();
+      // A forked child (a DataLoader worker) has no compile thread and may have copied
+      // the mutex locked: it starts afresh, and the jobs it inherited never run (their
+      // anchors drop them and compile again).
+      pthread_atfork(nullptr, nullptr, [] { instance().after_fork_in_child(); });
+      return q;
+    }();
     return *queue;
   }
 
@@ -75,6 +84,23 @@ class CompileQueue {
   CompileResult take(CompileJob& job) {
     std::lock_guard<std::mutex> lock(mutex_);
     return std::move(job.result_);
+  }
+
+  bool skipped(const CompileJob& job) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return job.state_ == CompileJob::State::Skipped;
+  }
+
+  void after_fork_in_child() {
+    new (&mutex_) std::mutex();
+    new (&wake_) std::condition_variable();
+    new (&finished_) std::condition_variable();
+    for (const auto& job : jobs_) job->state_ = CompileJob::State::Skipped;
+    if (running_) running_->state_ = CompileJob::State::Skipped;
+    running_ = nullptr;
+    jobs_.clear();
+    started_ = false;
+    started_count_ = finished_count_ = 0;
   }
 
   // At exit: no job starts from now on, and the one running is waited for.
@@ -120,6 +146,7 @@ class CompileQueue {
           continue;
         }
         job->state_ = CompileJob::State::Running;
+        running_ = job.get();
         ++started_count_;
       }
       CompileResult result = compile_program(job->program());
@@ -127,6 +154,7 @@ class CompileQueue {
         std::lock_guard<std::mutex> lock(mutex_);
         job->result_ = std::move(result);
         job->state_ = CompileJob::State::Done;
+        running_ = nullptr;
         ++finished_count_;
       }
       finished_.notify_all();
@@ -146,10 +174,12 @@ class CompileQueue {
   std::deque<std::shared_ptr<CompileJob>> jobs_;
   bool started_ = false;
   bool shut_down_ = false;
+  CompileJob* running_ = nullptr;
   uint64_t started_count_ = 0, finished_count_ = 0;  // jobs run (serially) so far
 };
 
 bool CompileJob::done() const { return CompileQueue::instance().done(*this); }
+bool CompileJob::skipped() const { return CompileQueue::instance().skipped(*this); }
 void CompileJob::wait() const { CompileQueue::instance().wait(*this); }
 CompileResult CompileJob::take() { return CompileQueue::instance().take(*this); }
 void CompileJob::abandon() { CompileQueue::instance().abandon(*this); }

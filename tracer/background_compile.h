@@ -73,8 +73,9 @@ class CompileJob {
   // Why the walk left the anchor's last variant (the recompile's reason), when it did.
   const std::optional<BreakCause>& exit_cause() const { return exit_cause_; }
 
-  bool done() const;  // the result is ready (take() may be called)
-  void wait() const;  // until done, or until it is known never to run (abandoned, queued)
+  bool done() const;     // the result is ready (take() may be called)
+  bool skipped() const;  // it will never run (abandoned, or inherited by a forked child)
+  void wait() const;     // until done, or until it is known never to run (abandoned, queued)
   CompileResult take();
   // The job will not be waited for: skipped if it has not started.
   void abandon();

@@ -235,6 +235,11 @@ bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& sta
                            bool wait) {
   if (!anchor.pending) return false;
   if (wait) anchor.pending->wait();
+  if (anchor.pending->skipped()) {  // never ran (a forked child): the path compiles again
+    anchor.pending.reset();
+    anchor.pending_node = nullptr;
+    return false;
+  }
   if (!anchor.pending->done()) return false;
   std::shared_ptr<CompileJob> job = std::move(anchor.pending);
   TraceNode* node = anchor.pending_node;

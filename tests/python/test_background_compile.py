@@ -116,3 +116,37 @@ def test_process_exit_with_a_compile_in_flight_is_clean():
     assert p.returncode == 0, p.stderr
     assert "in flight 1" in p.stdout, p.stdout + p.stderr
     assert "Sanitizer" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
+def test_a_forked_child_compiles_its_own_traces(rng, background):
+    xn = rng.standard_normal((64, 33)).astype(np.float32)
+    x = kiln.from_numpy(xn)
+
+    def body():
+        with kiln.region():
+            y = x
+            for _ in range(10):
+                y = kiln.tanh(y * 1.5 + 0.5) - x
+        return y
+
+    ref = torch.from_numpy(xn)
+    for _ in range(10):
+        ref = torch.tanh(ref * 1.5 + 0.5) - torch.from_numpy(xn)
+    for _ in range(2):
+        body()  # hot: its compile is queued or running when the process forks
+    pid = os.fork()
+    if pid == 0:  # the child: no compile thread of its own yet, the parent's job never runs
+        code = 1
+        try:
+            for i in range(6):
+                np.testing.assert_allclose(body().numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
+                if i == 1:
+                    kiln.synchronize_compiles()
+            traces = kiln.explain().traces
+            code = 0 if len(traces) == 1 and traces[0]["replays"] >= 3 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    kiln.synchronize_compiles()
+    np.testing.assert_allclose(body().numpy(), ref.numpy(), rtol=1e-4, atol=1e-5)
