@@ -45,10 +45,12 @@ class CompileQueue {
   static CompileQueue& instance() {
     static CompileQueue* queue = [] {
       auto* q = new CompileQueue();
-      // A forked child (a DataLoader worker) has no compile thread and may have copied
-      // the mutex locked: it starts afresh, and the jobs it inherited never run (their
-      // anchors drop them and compile again).
-      pthread_atfork(nullptr, nullptr, [] { instance().after_fork_in_child(); });
+      // fork() waits for the compile running (so that no lock of the JIT is held in the
+      // child) and holds the queue's mutex across it; a forked child (a DataLoader
+      // worker) has no compile thread: it starts afresh, and the jobs it inherited never
+      // run (their anchors drop them and compile again).
+      pthread_atfork([] { instance().before_fork(); }, [] { instance().mutex_.unlock(); },
+                     [] { instance().after_fork_in_child(); });
       return q;
     }();
     return *queue;
@@ -89,6 +91,12 @@ class CompileQueue {
   bool skipped(const CompileJob& job) {
     std::lock_guard<std::mutex> lock(mutex_);
     return job.state_ == CompileJob::State::Skipped;
+  }
+
+  void before_fork() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait(lock, [&] { return running_ == nullptr; });
+    lock.release();  // held until fork() returns (unlocked in the parent, made anew in the child)
   }
 
   void after_fork_in_child() {
