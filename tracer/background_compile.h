@@ -41,6 +41,10 @@
 // atexit handler registered after the first compile (so it runs before the destructors
 // of what that compile made: the JIT, its caches) stops the queue and waits for the job
 // running. The compile thread and its queue are never destroyed (it sleeps in a wait).
+// fork() waits for the compile running (no JIT lock is then held by the compile thread)
+// and holds the queue's lock across the fork; the child (a DataLoader worker) starts
+// with an empty queue and no thread, and the jobs it inherited are skipped: their
+// anchors compile again there if their paths stay hot.
 #pragma once
 
 #include <cstdint>
