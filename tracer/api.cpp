@@ -6,6 +6,7 @@ void set_enabled(bool on) { Tracer::current().set_enabled(on); }
 bool enabled() { return Tracer::current().enabled(); }
 ExplainReport explain() { return Tracer::current().explain(); }
 void reset() { Tracer::current().reset(); }
+void wait_for_compiles() { Tracer::current().wait_for_compiles(); }
 void flush() { Tracer::current().flush(); }
 void sync(const BreakCause& cause, const SourceSite& site) {
   Tracer::current().on_sync(cause, site);

@@ -8,6 +8,7 @@
 //                                     fn wrapped in a region on every call
 //   tracer::explain().table()         traces, graph breaks with their cost, recompiles
 //   tracer::reset()                   forget every trace of this thread
+//   tracer::wait_for_compiles()       let this thread's background compiles finish
 //
 // fullgraph=true turns the first graph break inside the region into a GraphBreakError
 // naming the reason and the user's source location.
@@ -34,6 +35,10 @@ void set_enabled(bool on);
 bool enabled();
 ExplainReport explain();
 void reset();
+// Waits for this thread's background compiles (KILN_COMPILE_SYNC=0, the default) and
+// installs their plans; a trace being walked now gets its plan at its next walk. For
+// tests and benchmarks that count compiles; a loop never needs it.
+void wait_for_compiles();
 // Runs pending lazy work now (no trace boundary).
 void flush();
 // A host read or memory export that the runtime's lazy::sync does not name (a Sync

@@ -40,6 +40,7 @@ TracerConfig load() {
   c.trace_cache_ops = std::max(64, env_int("KILN_TRACE_CACHE_OPS", 65536));
   c.verify = env_int("KILN_VERIFY", 0) != 0;
   c.jit = env_int("KILN_JIT", 1) != 0;
+  c.background_compile = env_int("KILN_COMPILE_SYNC", 0) == 0;
   c.speed_check = env_int("KILN_SPEED_CHECK", 0) != 0;
   if (const char* passes = std::getenv("KILN_JIT_DISABLE")) c.jit_disable = split_list(passes);
   if (const char* logs = std::getenv("KILN_LOGS")) {

@@ -11,6 +11,9 @@
 //   KILN_TRACE_CACHE_OPS=N  recorded ops (trie nodes, compiled or not) kept per thread,
 //                           least recently used traces dropped beyond it (default 65536)
 //   KILN_JIT=0              compiled traces run through the interpreter (no fused kernels)
+//   KILN_COMPILE_SYNC=1     a hot trace compiles on the thread that ran it, stalling that
+//                           iteration (default: on the background compile thread while the
+//                           loop runs eagerly; tracer/background_compile.h)
 //   KILN_JIT_DISABLE=a,b    JIT passes switched off for bisecting: cse, dce, fuse, epilogue,
 //                           simplify; `store` cannot be (checked by jit/pipeline.h when a
 //                           trace compiles)
@@ -48,6 +51,7 @@ struct TracerConfig {
   int64_t trace_cache_ops = 65536;  // recorded ops kept per thread (LRU)
   bool verify = false;
   bool jit = true;
+  bool background_compile = true;        // KILN_COMPILE_SYNC=1 turns it off
   bool speed_check = false;              // tracer/speed_check.h (KILN_SPEED_CHECK=1)
   std::vector<std::string> jit_disable;  // pass names, KILN_JIT_DISABLE's comma list
   unsigned log_mask = 0;

@@ -83,6 +83,12 @@ void evict_least_recent(TraceTree& tree, TraceStatistics& statistics) {
     return compiled;
   };
   std::erase_if(tree.anchors, [&](const std::unique_ptr<Anchor>& a) {
+    // A background compile for a node that goes is dropped with it (skipped if queued).
+    if (a->pending && (a->root.last_use < threshold || a->pending_node->last_use < threshold)) {
+      a->pending->abandon();
+      a->pending.reset();
+      a->pending_node = nullptr;
+    }
     if (a->root.last_use < threshold) {
       drop(a->root);
       return true;

@@ -1,5 +1,7 @@
 #include "tracer/lifecycle.h"
 
+#include <algorithm>
+
 #include "runtime/error.h"
 #include "tracer/config.h"
 #include "tracer/profiler.h"
@@ -10,32 +12,37 @@
 namespace kiln::tracer {
 namespace {
 
-// Makes the CompiledTrace of the walk's path (hot), or nullptr when no backend takes it.
-std::shared_ptr<CompiledTrace> compile_path(const TraceTree& tree, const TraceLifecycle& lifecycle,
-                                            const Walk& walk) {
-  TraceProgram program = walk.program();
-  const int trace_id = lifecycle.compiles() == 0 ? tree.next_trace_id : lifecycle.first_trace_id();
-  profiler::Span span(profiler::Kind::Compile, Device(DeviceType::CPU),
-                      [&] { return detail::cat("compile trace ", trace_id); });
-  const int64_t start = trace_clock_ns();
-  std::unique_ptr<Executable> executable = compile_trace(program);
-  const double compile_ms = (trace_clock_ns() - start) / 1e6;
-  if (!executable) return nullptr;
-  if (profiler::Event* e = span.event()) {
-    e->trace_id = trace_id;
-    e->backend = executable->backend_name();
-    e->kernels = executable->kernel_count();
-    e->ops = static_cast<int>(program.ops.size());
-  }
+// Records a compile on this thread's profiler: a span around a synchronous compile, or,
+// for one that ran in the background, an event with the compile thread's times (start
+// and end moved onto the sink's clock) when the result is installed.
+void note_compile_event(const CompiledTrace& compiled, int64_t start_ns, int64_t end_ns) {
+  profiler::EventSink* sink = profiler::tls_active;
+  if (!sink) return;
+  const size_t i = sink->begin(profiler::Kind::Compile, detail::cat("compile trace ", compiled.id),
+                               Device(DeviceType::CPU));
+  sink->end(i);
+  profiler::Event& e = sink->event(i);
+  const int64_t now = trace_clock_ns();
+  e.end_ns = std::max<int64_t>(0, e.end_ns - (now - end_ns));
+  e.start_ns = std::max<int64_t>(0, e.start_ns - (now - start_ns));
+  e.trace_id = compiled.id;
+  e.backend = compiled.executable->backend_name();
+  e.kernels = compiled.executable->kernel_count();
+  e.ops = static_cast<int>(compiled.program.ops.size());
+}
+
+// The CompiledTrace of a compile's result (its id taken now, on the user's thread).
+std::shared_ptr<CompiledTrace> make_compiled(const TraceTree& tree, const TraceLifecycle& lifecycle,
+                                             TraceProgram program, CompileResult& result) {
   auto compiled = std::make_shared<CompiledTrace>();
-  compiled->id = trace_id;
+  compiled->id = lifecycle.compiles() == 0 ? tree.next_trace_id : lifecycle.first_trace_id();
   compiled->generation = lifecycle.compiles();
   compiled->site = lifecycle.site();
-  compiled->compile_ms = compile_ms;
+  compiled->compile_ms = result.ms();
   for (const TraceOp& op : program.ops)
     for (const TensorGuard& g : op.new_guards) compiled->guards.push_back(g);
   compiled->program = std::move(program);
-  compiled->executable = std::move(executable);
+  compiled->executable = std::move(result.executable);
   return compiled;
 }
 
@@ -61,6 +68,8 @@ const char* trace_state_name(TraceState state) {
       return "blacklisted";
     case TraceState::SlowerThanEager:
       return "slower than eager";
+    case TraceState::CompileFailed:
+      return "compile failed";
   }
   return "?";
 }
@@ -112,36 +121,55 @@ void TraceLifecycle::on_slower_than_eager(const BreakCause& cause) {
   eager_cause_ = cause;
 }
 
-void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
-                    TraceStatistics& statistics, const UserSite& end_site) {
-  ++node.endings;
+void TraceLifecycle::on_compile_failed(const BreakCause& cause) {
+  transition(TraceState::Recording, TraceState::Recording, TraceState::CompileFailed);
+  eager_cause_ = cause;
+}
+
+namespace {
+
+// A compile that threw: the anchor stays eager when it was its first, else the variant
+// stays uncompiled; reported in explain() and the logs either way.
+void on_failed(Anchor& anchor, TraceNode& node, const std::string& error,
+               TraceStatistics& statistics) {
   TraceLifecycle& lifecycle = anchor.lifecycle;
-  lifecycle.name_by_end(end_site);
-  if (node.compiled || lifecycle.stays_eager() || !lifecycle.is_hot(node.endings)) return;
-  if (node.depth < 2 && node.compiled_below == 0) {  // one op: nothing to fuse
-    if (lifecycle.on_single_op()) {
-      const BreakCause cause{BreakReason::SingleOp, op_name(node.op.op)};
-      check_break_cause(cause, BreakPhase::Lifecycle);
-      log_line(kLogTrace, detail::cat("trace at ", lifecycle.site().str(), " ", cause.message()));
-    }
+  node.compile_failed = true;
+  const BreakCause cause{BreakReason::CompileFailed, error};
+  check_break_cause(cause, BreakPhase::Lifecycle);
+  if (lifecycle.state() == TraceState::Recording && lifecycle.compiles() == 0)
+    lifecycle.on_compile_failed(cause);
+  statistics.note_eager_anchor(detail::cat("trace at ", lifecycle.site().str(), " (", node.depth,
+                                           " ops) -- abort: ", cause.message()));
+}
+
+// What the compile of the path to `node` made, installed (the part of the policy after
+// the compile, the same in both modes).
+void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram program,
+                 CompileResult result, const std::optional<BreakCause>& exit_cause,
+                 TraceStatistics& statistics, bool background) {
+  TraceLifecycle& lifecycle = anchor.lifecycle;
+  if (!result.error.empty()) {
+    on_failed(anchor, node, result.error, statistics);
     return;
   }
-  std::shared_ptr<CompiledTrace> compiled = compile_path(tree, lifecycle, walk);
-  if (!compiled) return;
+  if (!result.executable || lifecycle.stays_eager()) return;
+  std::shared_ptr<CompiledTrace> compiled =
+      make_compiled(tree, lifecycle, std::move(program), result);
+  if (background) note_compile_event(*compiled, result.start_ns, result.end_ns);
   if (lifecycle.compiles() == 0) {
     ++tree.next_trace_id;
     lifecycle.on_compile(compiled->id);
     log_line(kLogTrace,
              detail::cat("trace ", compiled->id, " compiled: ", compiled->program.ops.size(),
                          " ops -> ", compiled->executable->kernel_count(), " kernels (",
-                         compiled->executable->backend_name(), ", ", compiled->compile_ms,
-                         " ms) at ", lifecycle.site().str()));
+                         compiled->executable->backend_name(), ", ", compiled->compile_ms, " ms",
+                         background ? ", in the background" : "", ") at ", lifecycle.site().str()));
     install(tree, anchor, node, std::move(compiled));
     return;
   }
   // A recompile: a penalty, with the reason the walk left the last variant.
-  BreakCause cause = walk.exit_cause ? *walk.exit_cause : BreakCause{BreakReason::NewVariant, ""};
-  check_break_cause(cause, walk.exit_cause ? BreakPhase::Replay : BreakPhase::Lifecycle);
+  BreakCause cause = exit_cause ? *exit_cause : BreakCause{BreakReason::NewVariant, ""};
+  check_break_cause(cause, exit_cause ? BreakPhase::Replay : BreakPhase::Lifecycle);
   compiled->recompile_cause = cause;
   const bool keep = lifecycle.on_recompile(cause, config().recompile_limit);
   statistics.note_recompile(*compiled);
@@ -155,6 +183,70 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
     return;
   }
   install(tree, anchor, node, std::move(compiled));
+}
+
+}  // namespace
+
+void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
+                    TraceStatistics& statistics, const UserSite& end_site) {
+  ++node.endings;
+  TraceLifecycle& lifecycle = anchor.lifecycle;
+  lifecycle.name_by_end(end_site);
+  if (node.compiled || node.compile_failed || lifecycle.stays_eager() ||
+      !lifecycle.is_hot(node.endings))
+    return;
+  // A compile of this anchor is running: no second one (nor a recompile counted) until
+  // it is installed; this path's endings go on counting.
+  if (anchor.pending) return;
+  if (node.depth < 2 && node.compiled_below == 0) {  // one op: nothing to fuse
+    if (lifecycle.on_single_op()) {
+      const BreakCause cause{BreakReason::SingleOp, op_name(node.op.op)};
+      check_break_cause(cause, BreakPhase::Lifecycle);
+      log_line(kLogTrace, detail::cat("trace at ", lifecycle.site().str(), " ", cause.message()));
+    }
+    return;
+  }
+  if (config().background_compile) {
+    anchor.pending = std::make_shared<CompileJob>(walk.program(), walk.exit_cause);
+    anchor.pending_node = &node;
+    submit_compile(anchor.pending);
+    return;
+  }
+  TraceProgram program = walk.program();
+  CompileResult result;
+  {
+    const int trace_id =
+        lifecycle.compiles() == 0 ? tree.next_trace_id : lifecycle.first_trace_id();
+    profiler::Span span(profiler::Kind::Compile, Device(DeviceType::CPU),
+                        [&] { return detail::cat("compile trace ", trace_id); });
+    result = compile_program(program);
+    if (profiler::Event* e = span.event(); e && result.executable) {
+      e->trace_id = trace_id;
+      e->backend = result.executable->backend_name();
+      e->kernels = result.executable->kernel_count();
+      e->ops = static_cast<int>(program.ops.size());
+    }
+  }
+  on_compiled(tree, anchor, node, std::move(program), std::move(result), walk.exit_cause,
+              statistics, false);
+}
+
+bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& statistics,
+                           bool wait) {
+  if (!anchor.pending) return false;
+  if (wait) anchor.pending->wait();
+  if (anchor.pending->skipped()) {  // never ran (a forked child): the path compiles again
+    anchor.pending.reset();
+    anchor.pending_node = nullptr;
+    return false;
+  }
+  if (!anchor.pending->done()) return false;
+  std::shared_ptr<CompileJob> job = std::move(anchor.pending);
+  TraceNode* node = anchor.pending_node;
+  anchor.pending_node = nullptr;
+  on_compiled(tree, anchor, *node, job->program(), job->take(), job->exit_cause(), statistics,
+              true);
+  return true;
 }
 
 }  // namespace kiln::tracer

@@ -10,9 +10,15 @@
 //   Compiled   --on_evicted-->    Recording    eviction dropped every compiled variant
 //   Compiled   --on_slower_than_eager--> SlowerThanEager   a variant's replays measured
 //                                              slower than eager (speed_check.h)
+//   Recording  --on_compile_failed-->  CompileFailed   its first compile threw (a failed
+//                                              recompile only leaves its variant uncompiled)
 //
-// SingleOp, Blacklisted and SlowerThanEager are final (until reset() or eviction drops the anchor):
-// their walks run eagerly. A walk's mode follows the state (walk.h).
+// A hot path compiles in the background by default (background_compile.h): it is
+// submitted at the ending that made it hot (the anchor stays Recording meanwhile, its
+// walks eager) and the transitions above happen when the result is installed, at the
+// anchor's next walk. SingleOp, Blacklisted, SlowerThanEager and CompileFailed are final (until
+// reset() or eviction drops the anchor): their walks run eagerly. A walk's mode follows the state
+// (walk.h).
 #pragma once
 
 #include <algorithm>
@@ -30,7 +36,14 @@ struct TraceTree;
 struct TraceStatistics;
 struct Walk;
 
-enum class TraceState : uint8_t { Recording, Compiled, SingleOp, Blacklisted, SlowerThanEager };
+enum class TraceState : uint8_t {
+  Recording,
+  Compiled,
+  SingleOp,
+  Blacklisted,
+  SlowerThanEager,
+  CompileFailed
+};
 const char* trace_state_name(TraceState state);  // "recording"
 
 class TraceLifecycle {
@@ -57,7 +70,8 @@ class TraceLifecycle {
   const std::optional<BreakCause>& eager_cause() const { return eager_cause_; }
   // Whether walks under the anchor run eagerly for good (until reset() or eviction).
   bool stays_eager() const {
-    return state_ == TraceState::Blacklisted || state_ == TraceState::SlowerThanEager;
+    return state_ == TraceState::Blacklisted || state_ == TraceState::SlowerThanEager ||
+           state_ == TraceState::CompileFailed;
   }
 
   // Transitions (each checks that it is legal from the current state).
@@ -69,6 +83,8 @@ class TraceLifecycle {
   void on_evicted();
   // A compiled variant measured slower than eager (cause: a SlowerThanEager reason).
   void on_slower_than_eager(const BreakCause& cause);
+  // The first compile threw (cause: a CompileFailed reason).
+  void on_compile_failed(const BreakCause& cause);
 
  private:
   void transition(TraceState from_a, TraceState from_b, TraceState to);
@@ -112,8 +128,14 @@ class HeadPenalty {
 
 // The compile policy, at the end of a walk that recorded or materialized up to `node`
 // (not at a compiled trace): counts the ending and, once the path is hot, compiles it
-// (or leaves the anchor eager), logging and noting the event in `statistics`.
+// (or leaves the anchor eager), logging and noting the event in `statistics`. In
+// background mode the compile is submitted (Anchor::pending) and this returns at once.
 void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
                     TraceStatistics& statistics, const UserSite& end_site);
+
+// Installs the anchor's background compile if it is done (wait: waits for it first);
+// true when one was installed or reported as failed. Called when a walk begins at the
+// anchor, and by wait_for_compiles().
+bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& statistics, bool wait);
 
 }  // namespace kiln::tracer

@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "tracer/background_compile.h"
 #include "tracer/compiled_trace.h"
 #include "tracer/lifecycle.h"
 #include "tracer/speed_check.h"
@@ -26,9 +27,10 @@ struct TraceNode {
   // every node from its anchor down, so a node is never newer than its parent.
   uint64_t last_use = 0;
   std::shared_ptr<const CompiledTrace> compiled;
-  int64_t replays = 0;     // of `compiled`
-  int64_t side_exits = 0;  // walks that left `compiled`'s path before its end
-  SpeedTrial speed;        // `compiled` against eager over its first replays
+  int64_t replays = 0;          // of `compiled`
+  int64_t side_exits = 0;       // walks that left `compiled`'s path before its end
+  SpeedTrial speed;             // `compiled` against eager over its first replays
+  bool compile_failed = false;  // its compile threw: it is not compiled again
 
   TraceNode* find_child(const TraceOp& op) const {
     for (const auto& c : children)
@@ -59,6 +61,11 @@ struct Anchor {
   // Set when a walk began here because the stream came round to this op mid-walk
   // (LoopClose::AtHead): the key of its HeadPenalty (lifecycle.h); 0 otherwise.
   uint64_t head_key = 0;
+  // A compile of one of its paths running in the background (background_compile.h), and
+  // the node it is for; installed at the anchor's next walk once done. One at a time: a
+  // path that gets hot meanwhile waits (its endings go on counting).
+  std::shared_ptr<CompileJob> pending;
+  TraceNode* pending_node = nullptr;
 };
 
 struct TraceTree {
@@ -79,7 +86,8 @@ struct TraceTree {
     return nullptr;
   }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
-    anchors.push_back(std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}, 0}));
+    anchors.push_back(
+        std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr}));
     ++nodes;
     return anchors.back().get();
   }

@@ -39,7 +39,30 @@ struct Registration {
 }  // namespace
 
 Tracer::Tracer() : enabled_(config().auto_trace) {}
-Tracer::~Tracer() = default;
+// Compiles this tracer's anchors wait for are abandoned (skipped if queued) and the one
+// running is waited for: the thread (for the main thread, exit()) goes on only once no
+// compile of its traces runs (background_compile.h).
+Tracer::~Tracer() {
+  for (const auto& a : tree_.anchors)
+    if (a->pending) a->pending->abandon();
+  if (submitted_compiles_on_this_thread()) wait_for_running_compile();
+}
+
+void Tracer::wait_for_compiles() {
+  for (const auto& a : tree_.anchors) {
+    if (walk_.active() && walk_.anchor == a.get()) {
+      if (a->pending) a->pending->wait();  // installed when its next walk begins
+      continue;
+    }
+    take_finished_compile(tree_, *a, statistics_, true);
+  }
+}
+
+int Tracer::compiles_in_flight() const {
+  int n = 0;
+  for (const auto& a : tree_.anchors) n += a->pending && !a->pending->done();
+  return n;
+}
 
 Tracer& Tracer::current() {
   thread_local Tracer tracer;
@@ -228,6 +251,7 @@ void Tracer::begin_walk(const TraceOp& first, uint64_t head_key, bool round) {
   if (!anchor)
     anchor = tree_.add_anchor(first, TraceLifecycle(warmup_for_new_anchor(), current_site()));
   if (head_key != 0) anchor->head_key = head_key;
+  if (anchor->pending) take_finished_compile(tree_, *anchor, statistics_, false);
   walk_.begin(*anchor, ++tree_.tick);
 }
 
@@ -428,6 +452,8 @@ void Tracer::set_enabled(bool on) {
 
 void Tracer::reset() {
   end_walk(Boundary::Region, nullptr, {});
+  for (const auto& a : tree_.anchors)
+    if (a->pending) a->pending->abandon();  // dropped with the tree; skipped if queued
   tree_ = TraceTree{};
   statistics_ = TraceStatistics{};
   head_penalties_.clear();

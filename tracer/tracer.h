@@ -64,6 +64,10 @@ class Tracer final : public DispatchHook {
   void set_enabled(bool on);
   bool enabled() const { return enabled_; }
   void reset();
+  // Waits for this thread's background compiles (background_compile.h) and installs
+  // them, but for the anchor being walked, whose plan swaps in at its next walk.
+  void wait_for_compiles();
+  int compiles_in_flight() const;  // background compiles of this thread not done yet
   ExplainReport explain() const { return statistics_.explain(tree_); }
   // Recorded ops (tree nodes, anchors included) this thread keeps now.
   int64_t cached_ops() const { return tree_.nodes; }

@@ -33,6 +33,7 @@ WalkMode walk_mode_for(const Anchor& anchor) {
       return WalkMode::EagerSingle;
     case TraceState::Blacklisted:
     case TraceState::SlowerThanEager:
+    case TraceState::CompileFailed:
       return WalkMode::Eager;
   }
   return WalkMode::Record;

@@ -70,6 +70,7 @@ from ._tracer import (  # noqa: E402,F401  (the tracer: regions, compile, explai
     reset,
     set_config,
     set_tracing,
+    synchronize_compiles,
 )
 from ._random import *  # noqa: E402,F401,F403  (seeding, randint, default dtype)
 from ._composites import *  # noqa: E402,F401,F403  (isfinite, floor, logsumexp, flip, ...)

@@ -155,6 +155,15 @@ def reset():
     _C._reset()
 
 
+def synchronize_compiles():
+    """Waits for this thread's background compiles and installs their plans (a trace
+    being walked gets its plan at its next walk). Hot traces compile on a background
+    thread while the loop runs eagerly (KILN_COMPILE_SYNC=1, or
+    set_config(background_compile=False), compiles them on the spot instead); this is
+    for code that counts compiles, never needed for right answers."""
+    _C._wait_for_compiles()
+
+
 def set_tracing(enabled):
     """Turns automatic tracing of eager code on or off (regions still trace)."""
     _C._set_tracing(bool(enabled))
@@ -165,8 +174,8 @@ def is_tracing():
 
 
 def set_config(**settings):
-    """Changes tracer settings: warmup, recompile_limit, max_trace_length, verify, logs
-    (a comma list like KILN_LOGS). Returns the previous values."""
+    """Changes tracer settings: warmup, recompile_limit, max_trace_length, verify,
+    background_compile, logs (a comma list like KILN_LOGS). Returns the previous values."""
     previous = {}
     for key, value in settings.items():
         previous[key] = _C._get_config(key)

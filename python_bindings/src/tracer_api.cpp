@@ -33,13 +33,16 @@ void set_config(const std::string& name, const bp::object& value) {
     c.max_trace_length = std::max(2, bp::extract<int>(value)());
   } else if (name == "verify") {
     c.verify = bp::extract<bool>(value);
+  } else if (name == "background_compile") {
+    c.background_compile = bp::extract<bool>(value);
   } else if (name == "logs") {
     bp::extract<std::string> spec(value);
     c.log_mask =
         spec.check() ? tracer::parse_log_categories(spec()) : bp::extract<unsigned>(value)();
   } else {
     throw ValueError("[set_config] unknown tracer setting '" + name +
-                     "' (expected warmup, recompile_limit, max_trace_length, verify or logs)");
+                     "' (expected warmup, recompile_limit, max_trace_length, verify, "
+                     "background_compile or logs)");
   }
 }
 
@@ -49,6 +52,7 @@ bp::object get_config(const std::string& name) {
   if (name == "recompile_limit") return bp::object(c.recompile_limit);
   if (name == "max_trace_length") return bp::object(c.max_trace_length);
   if (name == "verify") return bp::object(c.verify);
+  if (name == "background_compile") return bp::object(c.background_compile);
   if (name == "logs") return bp::object(c.log_mask);
   throw ValueError("[get_config] unknown tracer setting '" + name + "'");
 }
@@ -75,6 +79,9 @@ void register_tracer() {
   bp::def("_region_exit", &region_exit);
   bp::def("_explain", &explain);
   bp::def("_reset", &tracer::reset);
+  bp::def("_wait_for_compiles", &tracer::wait_for_compiles);
+  bp::def(
+      "_compiles_in_flight", +[] { return tracer::Tracer::current().compiles_in_flight(); });
   bp::def("_flush", &tracer::flush);
   bp::def("_set_tracing", &tracer::set_enabled);
   bp::def("_tracing_enabled", &tracer::enabled);

@@ -1532,6 +1532,7 @@ struct Training {
 Training train(RunMode mode, DType d, const std::vector<Host>& init, const Host& xh,
                const std::vector<int64_t>& labels, bool adam) {
   RunModeScope scope(mode);
+  SyncCompilesScope sync_compiles;  // the caller counts replays of the eight steps
   std::vector<Tensor> params;
   for (const Host& h : init) params.push_back(leaf(h, d));
   std::unique_ptr<optim::Optimizer> opt;

@@ -138,6 +138,11 @@ std::string raise(BreakReason reason) {
       hot([&] { return chain(x); }, 2 + tr::kSpeedTrialReplays);
       break;
     }
+    case BreakReason::CompileFailed: {
+      DelayedCompileScope failing(std::chrono::milliseconds(1), /*fail=*/true);
+      hot([&] { return chain(x); });
+      break;
+    }
   }
   const tr::ExplainReport report = tr::explain();
   return report.table() + "\n" + report.json() + "\n" + logs.text();
@@ -176,6 +181,10 @@ std::vector<std::string> expected_text(BreakReason reason) {
     case BreakReason::SlowerThanEager:
       return {"-- abort: replays took ", " eager; it stays eager (medians of 8", "[stays eager]",
               "\"eager_reason\": \"replays took "};
+    case BreakReason::CompileFailed:
+      return {
+          "-- abort: its compile failed ([test] the delayed backend's compile failed); it "
+          "stays eager"};
   }
   return {};
 }

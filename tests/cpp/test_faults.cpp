@@ -134,8 +134,10 @@ void write_file(const std::string& path, const std::string& data) {
 std::string run_child_test(const std::string& test, const std::string& cache_dir,
                            const std::string& env, int* status) {
   const std::string out = temp_dir("child-out");
-  const std::string cmd = env + " KILN_CACHE_DIR='" + cache_dir + "' KILN_FAULTS_CHILD_OUT='" +
-                          out + "' '" + fs::read_symlink("/proc/self/exe").string() +
+  // KILN_COMPILE_SYNC=1: the child counts compiles and replays after a few iterations.
+  const std::string cmd = env + " KILN_COMPILE_SYNC=1 KILN_CACHE_DIR='" + cache_dir +
+                          "' KILN_FAULTS_CHILD_OUT='" + out + "' '" +
+                          fs::read_symlink("/proc/self/exe").string() +
                           "' --gtest_filter=FaultsChild." + test + " > /dev/null 2>&1";
   *status = std::system(cmd.c_str());
   const std::string text = slurp(out);

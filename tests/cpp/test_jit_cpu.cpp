@@ -393,8 +393,8 @@ namespace {
 
 // Runs the child test in a new process with the given cache dir; returns its exit code.
 [[maybe_unused]] int run_child(const std::string& cache_dir, const std::string& out_file) {
-  const std::string cmd = "KILN_CACHE_DIR='" + cache_dir + "' KILN_JIT_CHILD_OUT='" + out_file +
-                          "' '" + self_exe() +
+  const std::string cmd = "KILN_COMPILE_SYNC=1 KILN_CACHE_DIR='" + cache_dir +
+                          "' KILN_JIT_CHILD_OUT='" + out_file + "' '" + self_exe() +
                           "' --gtest_filter=JitCacheChild.CompileAndReport > /dev/null 2>&1";
   return std::system(cmd.c_str());
 }

@@ -1122,9 +1122,9 @@ std::string slurp(const std::string& path) {
 void expect_child_passes(const std::string& test, const std::string& cache_dir) {
   const std::string out = cache_dir + ".out", log = cache_dir + ".log";
   std::filesystem::remove(out);
-  const std::string cmd = "KILN_CACHE_DIR='" + cache_dir + "' KILN_JIT_CUDA_CHILD_OUT='" + out +
-                          "' '" + self_exe() + "' --gtest_filter=JitCudaChild." + test + " > '" +
-                          log + "' 2>&1";
+  const std::string cmd = "KILN_COMPILE_SYNC=1 KILN_CACHE_DIR='" + cache_dir +
+                          "' KILN_JIT_CUDA_CHILD_OUT='" + out + "' '" + self_exe() +
+                          "' --gtest_filter=JitCudaChild." + test + " > '" + log + "' 2>&1";
   const int status = std::system(cmd.c_str());
   std::string output = slurp(log);
   if (output.size() > 6000) output = "..." + output.substr(output.size() - 6000);

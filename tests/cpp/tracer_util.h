@@ -21,6 +21,9 @@ class TracerTest : public ::testing::Test {
     kiln::tracer::config().warmup = 2;
     kiln::tracer::config().verify = false;
     kiln::tracer::config().speed_check = false;  // replay counts never depend on load
+    // Compiles on the spot, so that the iteration after warmup replays (counts of
+    // compiles and replays are exact); tests/cpp/test_background_compile.cpp turns it on.
+    kiln::tracer::config().background_compile = false;
   }
   void TearDown() override {
     kiln::tracer::reset();
@@ -28,6 +31,21 @@ class TracerTest : public ::testing::Test {
     kiln::tracer::set_enabled(saved_.auto_trace);
   }
   kiln::tracer::TracerConfig saved_;
+};
+
+// Compiles on the spot while it lives (KILN_COMPILE_SYNC=1's setting), for tests outside
+// TracerTest that count compiles and replays after a fixed number of steps.
+class SyncCompilesScope {
+ public:
+  SyncCompilesScope() : saved_(kiln::tracer::config().background_compile) {
+    kiln::tracer::config().background_compile = false;
+  }
+  ~SyncCompilesScope() { kiln::tracer::config().background_compile = saved_; }
+  SyncCompilesScope(const SyncCompilesScope&) = delete;
+  SyncCompilesScope& operator=(const SyncCompilesScope&) = delete;
+
+ private:
+  bool saved_;
 };
 
 // A TracerTest with the LLVM JIT on; skipped in builds without LLVM.

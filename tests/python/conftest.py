@@ -19,6 +19,10 @@ import pytest
 # The tracer's speed check (tracer/speed_check.h) pinned off: whether a trace keeps
 # replaying must not depend on the machine's load. Tests of the check turn it on.
 os.environ.setdefault("KILN_SPEED_CHECK", "0")
+# Compiles on the spot (KILN_COMPILE_SYNC=1; the default is in the background): tests
+# count compiles and replays after a few iterations. test_background_compile.py turns the
+# background mode on (its subprocess runs with the default).
+os.environ.setdefault("KILN_COMPILE_SYNC", "1")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -46,13 +50,13 @@ def rng(seed):
 
 @pytest.fixture
 def fresh_tracer():
-    """A fresh tracer for each test (warmup 2, no verification, tracing on), and the
-    settings it found restored after. Files use it with
-    `pytestmark = pytest.mark.usefixtures("fresh_tracer")`."""
+    """A fresh tracer for each test (warmup 2, no verification, tracing on, compiles on
+    the spot so that the walk after warmup replays), and the settings it found restored
+    after. Files use it with `pytestmark = pytest.mark.usefixtures("fresh_tracer")`."""
     import kiln
 
     kiln.reset()
-    previous = kiln.set_config(warmup=2, verify=False)
+    previous = kiln.set_config(warmup=2, verify=False, background_compile=False)
     kiln.set_tracing(True)
     yield
     kiln.reset()
