@@ -276,7 +276,7 @@ TEST_F(BackgroundCompile, ResetAndEvictionDropACompileInFlight) {
   std::exit(0);
 }
 
-[[noreturn]] void exit_with_an_llvm_compile_in_flight() {
+[[noreturn, maybe_unused]] void exit_with_an_llvm_compile_in_flight() {
   tr::config().background_compile = true;
   tr::config().jit = true;
   Tensor v = random_tensor({70});
