@@ -12,7 +12,7 @@ import textwrap
 
 import numpy as np
 import pytest
-import torch
+torch = pytest.importorskip("torch")
 
 import kiln
 
