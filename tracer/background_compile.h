@@ -1,7 +1,9 @@
 // Background compiles: a hot trace compiles on the process's compile thread while the
 // loop that made it hot keeps running eagerly; its plan swaps in at the next walk of its
 // anchor once ready (lifecycle.h: on_trace_ended submits, take_finished_compile installs).
-// On by default; KILN_COMPILE_SYNC=1 (config().background_compile = false) compiles on
+// On by default for CPU traces (CUDA traces compile on the user's thread for now: on the
+// H100 no training loop's plan was ever installed from the compile thread; lifecycle.cpp).
+// KILN_COMPILE_SYNC=1 (config().background_compile = false) compiles on
 // the user's thread as before, stalling that iteration.
 //
 // What runs where:
