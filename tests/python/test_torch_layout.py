@@ -345,6 +345,7 @@ def test_compile_module_wraps_like_torch(rng):
     kiln.reset()
 
 
+@requires_torch
 def test_data_parallel_on_one_device_wraps_like_torch(rng):
     """DataParallel with one device or none (the CPU) calls the module, with torch's
     'module.' state_dict prefix; more devices raise NotImplementedError."""

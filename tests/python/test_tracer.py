@@ -410,6 +410,8 @@ def test_replays_are_measured_against_eager(tmp_path):
     import json
 
     trace = json.loads(out.stdout)["traces"][0]
+    if trace["backend"] != "llvm":  # interpreted traces are not judged (speed_check.h)
+        pytest.skip("built without the LLVM JIT: CPU traces are interpreted, not judged")
     assert trace["replay_median_ms"] > 0 and trace["eager_median_ms"] > 0, trace
     assert trace["replay_median_ms"] <= 1.25 * trace["eager_median_ms"], trace
     assert not trace["stays_eager"] and trace["eager_reason"] == "", trace

@@ -68,6 +68,8 @@ def test_written_out_layernorm_loop_is_one_trace_one_kernel(rng):
     report = kiln.explain()
     assert len(report.traces) == 1, str(report)
     assert report.recompiles == []
+    if report.traces[0]["backend"] != "llvm":  # the GPU machine's build: no CPU JIT
+        pytest.skip("built without the LLVM JIT: CPU traces are interpreted, not fused")
     assert len(report.traces[0]["ops"]) == 9 and report.traces[0]["kernels"] == 1, str(report)
     for y in outs:
         np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5, atol=1e-5)
