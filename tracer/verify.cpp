@@ -12,6 +12,7 @@ namespace {
 
 constexpr double kTolerance = 1e-4;         // relative to the value's largest magnitude
 constexpr double kRoundingMultiplier = 10;  // compiled vs float64 against eager vs float64
+constexpr double kNoiseDominated = 1e-2;    // eager vs float64 past this: the value is noise
 
 // Largest |a - b| relative to max |b|, over all elements (host read, untraced).
 double relative_error(const Tensor& a, const Tensor& b) {
@@ -96,8 +97,13 @@ void verify_replay(const CompiledTrace& compiled, const std::vector<Tensor>& val
                err, " (no float64 run to judge it: an op has no float64 kernel)");
     const double compiled_err = relative_error(values[i], (*exact)[i]);
     const double eager_err = relative_error(reference.values[i], (*exact)[i]);
-    KILN_CHECK(compiled_err <= std::max(kRoundingMultiplier * eager_err, kTolerance), Error, op,
-               "compiled and eager results differ, relative error ", err,
+    // A value eager float32 itself misses by over 1% is rounding noise amplified (Adam's
+    // update of an exactly-zero gradient, m / sqrt(v) of ~1e-9 terms): float64 is no
+    // reference for it, and a compiled value of the same scale (relative error under 1)
+    // is as right as eager's.
+    const double noise_bound = eager_err > kNoiseDominated ? 1.0 : 0.0;
+    KILN_CHECK(compiled_err <= std::max({kRoundingMultiplier * eager_err, kTolerance, noise_bound}),
+               Error, op, "compiled and eager results differ, relative error ", err,
                "; against float64: compiled ", compiled_err, ", eager ", eager_err);
   }
 }
