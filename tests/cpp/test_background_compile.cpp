@@ -262,12 +262,13 @@ TEST_F(BackgroundCompile, ResetAndEvictionDropACompileInFlight) {
 // Process exit (std::exit from main's thread) with compiles in flight: a clean exit, code
 // 0 (under LSan a leak would make it nonzero). The delayed compile is surely running at
 // exit and a second one queued; then an LLVM compile of a long trace.
+// Never unregistered (exit comes first); a volatile global keeps it reachable for LSan (a
+// function-local static pointer that is never read was optimized away: a reported leak).
+DelayedCompileScope* volatile delayed_at_exit = nullptr;
+
 [[noreturn]] void exit_with_delayed_compiles_in_flight() {
   tr::config().background_compile = true;
-  // Never unregistered (exit comes first); a static keeps it reachable for LSan.
-  static DelayedCompileScope* const delayed =
-      new DelayedCompileScope(std::chrono::milliseconds(300));
-  (void)delayed;
+  delayed_at_exit = new DelayedCompileScope(std::chrono::milliseconds(300));
   Tensor x = random_tensor({50});
   Tensor w = random_tensor({50});
   Tensor v = random_tensor({70});
