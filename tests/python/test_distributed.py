@@ -203,7 +203,12 @@ def test_gpt_ddp_on_two_ranks_matches_one_process(launch, seed, tmp_path):
     reference, _ = dist_gpt.train(kiln, seed, world_size=1, rank=0, ddp=False)
     for name, expected in reference.items():
         np.testing.assert_array_equal(ranks[0][name], ranks[1][name], err_msg=name)
-        np.testing.assert_allclose(ranks[0][name], expected, rtol=1e-4, atol=5e-6, err_msg=name)
+        # Two half-batch gradients summed differ from one whole-batch gradient in the last
+        # bits, and AdamW amplifies that where a gradient is near zero (its update is
+        # m / sqrt(v), of size lr whatever the gradient's). 3e-5 is 1% of the most STEPS
+        # AdamW steps can move a weight (STEPS * lr = 3e-3); a rank whose gradient is
+        # missing or wrongly averaged moves weights by ~lr per step and fails.
+        np.testing.assert_allclose(ranks[0][name], expected, rtol=1e-4, atol=3e-5, err_msg=name)
     # the steps really moved the weights (the comparison is not of untouched values)
     start, _ = dist_gpt.train(kiln, seed, steps=0)
     assert max(np.abs(reference[n] - start[n]).max() for n in start) > 1e-4
