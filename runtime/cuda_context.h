@@ -43,6 +43,21 @@ class CapturePool {
   State* state_;
 };
 
+// Makes `device` current for the calling thread for the scope and restores the previous
+// one: every host call that launches or captures work for a device holds one, whatever
+// device the thread had current (a DDP rank on cuda:1 keeps cuda:0 current). Throws
+// BackendError when the device cannot be made current. Without CUDA: does nothing.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device);
+  ~DeviceScope();
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
 // The stream every kiln op on this device runs on (a cudaStream_t).
 void* stream(int device);
 // Waits for the device's stream (kiln's own waits: before unloading code, freeing memory).

@@ -91,6 +91,11 @@ class FusedCudaTrace final : public FusedTrace {
       return;
     }
     std::lock_guard<std::mutex> lock(mutex_);
+    // The graph's kernels (context-less cudaKernel_t handles) resolve in the current
+    // context: launches, captures and node updates must happen with this trace's device
+    // current (on cuda:1 with cuda:0 current, a kernel-node update failed with
+    // cudaErrorInvalidValue).
+    cuda_context::DeviceScope device_scope(device_.index);
     const size_t n = program_.ops.size();
     std::vector<Tensor> v(n);
     std::vector<Tensor> user(n);  // escaping library values: the copy the user gets

@@ -14,20 +14,6 @@ void check(cudaError_t e, const char* op, const char* what) {
                                  cudaGetErrorString(e), ")"));
 }
 
-DeviceScope::DeviceScope(int device) {
-  if (cudaGetDevice(&previous_) != cudaSuccess) {
-    cudaGetLastError();
-    previous_ = -1;
-  }
-  if (previous_ != device) check(cudaSetDevice(device), "cuda", "cudaSetDevice");
-}
-
-DeviceScope::~DeviceScope() {
-  int now = -1;
-  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_)
-    cudaSetDevice(previous_);
-}
-
 int sm_count(int device) {
   static std::mutex mutex;
   static std::vector<int> counts;

@@ -30,16 +30,7 @@ namespace kiln::cuda_impl {
 void check(cudaError_t e, const char* op, const char* what);
 
 // Makes a device current for the scope (restores the previous one).
-class DeviceScope {
- public:
-  explicit DeviceScope(int device);
-  ~DeviceScope();
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = -1;
-};
+using DeviceScope = cuda_context::DeviceScope;
 
 inline cudaStream_t stream_of(int device) {
   return static_cast<cudaStream_t>(cuda_context::stream(device));

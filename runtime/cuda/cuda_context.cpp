@@ -55,26 +55,21 @@ void throw_on_error(cudaError_t e, const char* what) {
   throw BackendError(detail::cat("[cuda] ", what, " failed: ", error_text(e)));
 }
 
-// Makes `device` current for the calling thread and restores the previous one.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) throw_on_error(cudaSetDevice(device), "cudaSetDevice");
-  }
-  ~DeviceScope() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_)
-      cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-
- private:
-  int previous_ = -1;
-};
-
 }  // namespace
+
+DeviceScope::DeviceScope(int device) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    cudaGetLastError();
+    previous_ = -1;
+  }
+  if (previous_ != device) throw_on_error(cudaSetDevice(device), "cudaSetDevice");
+}
+
+DeviceScope::~DeviceScope() {
+  int now = -1;
+  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_)
+    cudaSetDevice(previous_);
+}
 
 struct CapturePool::State {
   int device = 0;

@@ -36,6 +36,8 @@ void copy_device_to_device(void* dst, int dst_device, const void* src, int src_d
 void check_last_launch(const char* op) {}
 DeviceErrorRecord* device_error_record(int device) { no_cuda("cuda"); }
 unsigned int device_error_op_code(const char* op) { return 0; }
+DeviceScope::DeviceScope(int device) {}
+DeviceScope::~DeviceScope() = default;
 struct CapturePool::State {};
 CapturePool::CapturePool(int device) : state_(nullptr) { no_cuda("cuda"); }
 CapturePool::~CapturePool() = default;

@@ -16,6 +16,7 @@
 //     end (a replay never overwrites what an earlier one handed out), and a value held
 //     only from some call on;
 //   - a batch-size change after compiling (64, 128, 64);
+//   - a trace on cuda:1 with cuda:0 current (graph patched on its own device; 2 GPUs);
 //   - an in-place optimizer step (momentum, w.add_) replayed several times;
 //   - in-place writes into values library calls computed (empty+fill_, cat, avg_pool2d,
 //     argmax), kept in what the user gets; an in-place store fused into a row kernel;
@@ -708,6 +709,39 @@ TEST_F(JitCuda, DropoutFusedGraphKeptAndDrawsAsEager) {
   EXPECT_EQ(expect_cuda_traces(1), 1) << r.table();
   ASSERT_FALSE(r.traces.empty());
   EXPECT_EQ(note_count(r.traces[0], " re-capture(s)"), 0) << r.table();
+}
+
+// A trace on cuda:1 while the thread keeps cuda:0 current (a DDP rank that never calls
+// cudaSetDevice): a new input and a new scalar on every call patch the captured graph's
+// kernel nodes, which must resolve on the trace's own device. Before the plan held a
+// DeviceScope, the first patch failed: "kernel node update: cudaErrorInvalidValue".
+// Needs two GPUs.
+TEST_F(JitCuda, TraceOnTheSecondGpuWithTheFirstCurrent) {
+  if (kiln::cuda_context::device_count() < 2) GTEST_SKIP() << "needs two CUDA devices";
+  const Device second = kiln::cuda_device(1);
+  const Host bh = random_host({1, 77}, kF32);
+  const Tensor bg = make(bh, kF32, second), bc = make(bh, kF32);
+  auto f = [](const Tensor& x, const Tensor& b, double s) {
+    return kiln::softmax(x * s + b, -1) * kiln::tanh(x - s);
+  };
+  for (int c = 0; c < 7; ++c) {
+    SCOPED_TRACE("call " + std::to_string(c));
+    const double s = 0.25 + 0.5 * c;
+    const Host xh = random_host({33, 77}, kF32);
+    const Tensor xg = make(xh, kF32, second);  // a new address every call
+    Tensor y;
+    {
+      tr::Region region;
+      y = f(xg, bg, s);
+    }
+    EXPECT_EQ(y.device(), second);
+    expect_same(y, eager([&] { return f(xg, bg, s); }),
+                eager([&] { return f(make(xh, kF32), bc, s); }), Tol{2e-6, 2e-6});
+  }
+  const tr::ExplainReport r = tr::explain();
+  EXPECT_EQ(expect_cuda_traces(1), 1) << r.table();
+  ASSERT_FALSE(r.traces.empty());
+  EXPECT_GE(note_count(r.traces[0], " kernel-node and"), 1) << r.table();
 }
 
 TEST_F(JitCuda, BatchSizeChangeAfterCompiling) {
