@@ -12,6 +12,7 @@
 // then records and compiles as in a cold process, and its recompile overwrites the file.
 #include <dirent.h>
 
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <set>
@@ -33,10 +34,12 @@ std::string hex16(uint64_t v) {
 
 class DiskTraceStore final : public tracer::TraceStore {
  public:
-  bool empty() override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    list_once();
-    return keys_.empty();
+  bool empty() override {  // asked per recorded op: no lock once listed
+    if (!listed_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      list_once();
+    }
+    return !any_.load(std::memory_order_acquire);
   }
 
   bool has_site(uint64_t site_hash) override {
@@ -76,6 +79,7 @@ class DiskTraceStore final : public tracer::TraceStore {
     cache_->store(key, payload);
     keys_.insert(key);
     sites_.insert(hex16(site_hash));
+    any_.store(true, std::memory_order_release);
   }
 
   std::string describe() const override {
@@ -88,6 +92,12 @@ class DiskTraceStore final : public tracer::TraceStore {
   void list_once() {
     if (cache_) return;
     cache_ = std::make_unique<KernelCache>("traces");
+    list_dir();
+    any_.store(!keys_.empty(), std::memory_order_release);
+    listed_.store(true, std::memory_order_release);
+  }
+
+  void list_dir() {
     if (!cache_->enabled()) return;
     DIR* dir = opendir(cache_->dir().c_str());
     if (!dir) return;
@@ -108,6 +118,7 @@ class DiskTraceStore final : public tracer::TraceStore {
   std::set<std::string> keys_;               // sorted: an anchor's files are a range
   std::unordered_set<std::string> sites_;    // site hashes with a stored trace
   std::unordered_set<std::string> refused_;  // logged once each
+  std::atomic<bool> listed_{false}, any_{false};
 };
 
 struct Registration {
