@@ -82,7 +82,7 @@ def worker(args):
         case = __import__(args.model).make(kiln, "cpu", "cpu")
         step = case.step
     traced = args.worker != "eager"
-    rows, keep = [], None
+    rows, waiting, keep = [], [], None
     loop_start = time.perf_counter()
 
     def timed(i):
@@ -107,6 +107,7 @@ def worker(args):
     i, quiet, deadline = args.iterations, 0, time.monotonic() + args.budget_s
     while traced and quiet < 5 and time.monotonic() < deadline:
         r = timed(i)
+        waiting.append(r)
         i += 1
         quiet = quiet + 1 if kiln._C._compiles_in_flight() == 0 and r["replayed"] > 0 else 0
     for _ in range(STEADY):
@@ -115,7 +116,8 @@ def worker(args):
     if traced:
         kiln.synchronize_compiles()
         timed(i)
-    res = dict(model=args.model, mode=args.worker, rows=rows, import_ms=import_ms)
+    res = dict(model=args.model, mode=args.worker, rows=rows, waiting=waiting,
+               import_ms=import_ms)
     if traced:
         ex = kiln.explain()
         res.update(loaded=ex.stored_loaded, refused=ex.stored_refused, traces=len(ex.traces),
@@ -143,7 +145,9 @@ def summarize(res, n):
     rows = res["rows"]
     # The last STEADY iterations (the demo's: but the one that prints, as demo.py's report)
     steady = statistics.median(r["ms"] for r in rows[n:] if not r.get("prints"))
-    first = next((r for r in rows if r.get("recorded") == 0 and r.get("replayed", 0) > 0), None)
+    ordered = rows[:n] + res.get("waiting", []) + rows[n:]
+    first = next((r for r in ordered if r.get("recorded") == 0 and r.get("replayed", 0) > 0),
+                 None)
     within = None
     for k in range(n):
         if all(r["ms"] <= 1.25 * steady for r in rows[k:n] if not r.get("prints")):

@@ -7,10 +7,14 @@
 //
 //   <site hash>-<anchor key hash>-<program hash>.bin
 //
-// The directory is listed once, at the first question (has_site), and what this process
-// saves is added to that list. A refused file is logged once with its reason; the trace
-// then records and compiles as in a cold process, and its recompile overwrites the file.
+// An anchor's files are handed out newest first. The directory is listed once, at the first
+// question (has_site), and what this process saves is added to that list. A refused file is logged
+// once with its reason; the trace then records and compiles as in a cold process, and its recompile
+// overwrites the file.
 #include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
 
 #include <atomic>
 #include <cstdio>
@@ -54,16 +58,23 @@ class DiskTraceStore final : public tracer::TraceStore {
     std::vector<std::string> payloads;
     if (!cache_ || !cache_->enabled()) return payloads;
     const std::string prefix = hex16(site_hash) + "-" + hex16(tracer::text_hash(anchor_key)) + "-";
+    std::vector<std::pair<int64_t, std::string>> newest_first;  // (-mtime, key)
     for (auto it = keys_.lower_bound(prefix); it != keys_.end() && it->starts_with(prefix); ++it) {
+      struct stat st;
+      const int64_t mtime = stat(cache_->path_for(*it).c_str(), &st) == 0 ? st.st_mtim.tv_sec : 0;
+      newest_first.emplace_back(-mtime, *it);
+    }
+    std::sort(newest_first.begin(), newest_first.end());
+    for (const auto& [_, key] : newest_first) {
       std::string why;
-      std::optional<std::string> payload = cache_->load(*it, &why);
+      std::optional<std::string> payload = cache_->load(key, &why);
       if (payload) {
         payloads.push_back(std::move(*payload));
-      } else if (!why.empty() && refused_.insert(*it).second) {
+      } else if (!why.empty() && refused_.insert(key).second) {
         std::fprintf(tracer::config().log_file,
                      "[kiln] warm start: refused %s: %s; the trace records and compiles "
                      "again\n",
-                     cache_->path_for(*it).c_str(), why.c_str());
+                     cache_->path_for(key).c_str(), why.c_str());
       }
     }
     return payloads;

@@ -57,8 +57,8 @@ class TraceStore {
   virtual bool empty() = 0;
   // Whether any stored trace is anchored at a site with this site_key_hash (cheap).
   virtual bool has_site(uint64_t site_hash) = 0;
-  // The payloads stored for this anchor (checksums checked; a refused file is logged
-  // once with why and left out).
+  // The payloads stored for this anchor, the most recently written first (checksums
+  // checked; a refused file is logged once with why and left out).
   virtual std::vector<std::string> load(uint64_t site_hash, const std::string& anchor_key) = 0;
   // Stores a payload (atomically: a reader sees the old file or the new one); failures
   // cost only the entry.

@@ -1,5 +1,7 @@
 #include "tracer/warm_start.h"
 
+#include <algorithm>
+
 #include "runtime/error.h"
 #include "tracer/background_compile.h"
 #include "tracer/config.h"
@@ -42,9 +44,12 @@ void WarmStart::load(TraceTree& tree, Anchor& anchor, TraceStatistics& statistic
   anchor.stored_site = site_key_hash(site);
   TraceStore& store = *trace_store();
   if (!store.has_site(anchor.stored_site)) return;
+  // At most half the recompile limit's variants, the newest first: stale variants (of
+  // shapes or programs gone) must not use up the penalties the running program needs.
+  const int most = std::max(1, config().recompile_limit / 2);
+  int installed = 0;
   for (const std::string& payload : store.load(anchor.stored_site, anchor.stored_key)) {
-    if (anchor.lifecycle.stays_eager() || anchor.lifecycle.compiles() > config().recompile_limit)
-      break;
+    if (anchor.lifecycle.stays_eager() || installed >= most) break;
     StoredTrace stored;
     std::string why;
     if (!decode_stored_trace(payload, &stored, &why)) {
@@ -61,6 +66,7 @@ void WarmStart::load(TraceTree& tree, Anchor& anchor, TraceStatistics& statistic
     if (end->compiled || end->compile_failed) continue;
     CompileResult result = compile_program(stored.program);
     ++statistics.stored_loaded;
+    ++installed;
     install_stored_trace(tree, anchor, *end, std::move(stored.program), std::move(result),
                          statistics);
   }
