@@ -14,7 +14,7 @@ workload a fresh cache directory; the cold worker runs, then the warm worker, th
 eager worker (KILN_TRACE=0) for the steady-state reference. Each worker times its first
 `--iterations` iterations, runs on until no compile is in flight and plans replay for 5
 iterations (the cold process stores its traces as they are installed), then times 10
-more (the steady state: their median; the demo's iterations that print the loss are left
+more (the steady state: their median, timed from iteration --settle at the earliest; the demo's iterations that print the loss are left
 out of it, as examples/demo.py's report does). It asks the tracer after each iteration
 (outside the timed part) whether it recorded ops and whether compiled traces replayed.
 The demo's step keeps its result alive until the next step, as the demo's loop variable
@@ -105,11 +105,12 @@ def worker(args):
     # Until the compiles are in (cold: the traces are stored when installed), then the
     # steady state.
     i, quiet, deadline = args.iterations, 0, time.monotonic() + args.budget_s
-    while traced and quiet < 5 and time.monotonic() < deadline:
+    while (i < args.settle or (traced and quiet < 5)) and time.monotonic() < deadline:
         r = timed(i)
         waiting.append(r)
         i += 1
-        quiet = quiet + 1 if kiln._C._compiles_in_flight() == 0 and r["replayed"] > 0 else 0
+        if traced:
+            quiet = quiet + 1 if kiln._C._compiles_in_flight() == 0 and r["replayed"] > 0 else 0
     for _ in range(STEADY):
         rows.append(timed(i))
         i += 1
@@ -133,7 +134,7 @@ def run_worker(model, mode, cache, args):
     if mode == "eager":
         env["KILN_TRACE"] = "0"
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", mode, "--model", model,
-           "--iterations", str(args.iterations), "--budget-s", str(args.budget_s)]
+           "--iterations", str(args.iterations), "--budget-s", str(args.budget_s), "--settle", str(args.settle)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
@@ -165,6 +166,8 @@ def main():
     p.add_argument("--only", default=",".join(WORKLOADS))
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--out", default=None)
+    p.add_argument("--settle", type=int, default=0,
+                   help="iterations run before the steady state is timed (at least)")
     p.add_argument("--budget-s", type=float, default=300,
                    help="at most this long per worker waiting for its compiles")
     args = p.parse_args()
