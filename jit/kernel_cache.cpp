@@ -87,7 +87,12 @@ std::string KernelCache::path_for(const std::string& key) const {
   return dir_ + "/" + key + ".bin";
 }
 
-std::optional<std::string> KernelCache::load(const std::string& key) {
+std::optional<std::string> KernelCache::load(const std::string& key, std::string* why) {
+  auto refuse = [&](const char* reason) -> std::optional<std::string> {
+    ++stats_.rejected;
+    if (why) *why = reason;
+    return std::nullopt;
+  };
   if (!enabled()) return std::nullopt;
   const std::string path = path_for(key);
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -98,8 +103,7 @@ std::optional<std::string> KernelCache::load(const std::string& key) {
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || !trusted(st)) {
     close(fd);
-    ++stats_.rejected;
-    return std::nullopt;
+    return refuse("not a regular file owned by this user and private to it; not trusted");
   }
   std::string data(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
@@ -111,27 +115,17 @@ std::optional<std::string> KernelCache::load(const std::string& key) {
   close(fd);
   // magic | key length | key | payload length | checksum | payload
   const size_t head = sizeof(kMagic) + 8;
-  if (got != data.size() || data.size() < head || std::memcmp(data.data(), kMagic, 8) != 0) {
-    ++stats_.rejected;
-    return std::nullopt;
-  }
+  if (got != data.size() || data.size() < head || std::memcmp(data.data(), kMagic, 8) != 0)
+    return refuse("not a kiln cache file (bad header)");
   const uint64_t klen = get_u64(data, 8);
-  if (klen != key.size() || data.size() < head + klen + 16 || data.compare(head, klen, key) != 0) {
-    ++stats_.rejected;
-    return std::nullopt;
-  }
+  if (klen != key.size() || data.size() < head + klen + 16 || data.compare(head, klen, key) != 0)
+    return refuse("its header names another key (renamed or copied)");
   const uint64_t plen = get_u64(data, head + klen);
   const uint64_t sum = get_u64(data, head + klen + 8);
   const size_t start = head + klen + 16;
-  if (data.size() - start != plen) {
-    ++stats_.rejected;
-    return std::nullopt;
-  }
+  if (data.size() - start != plen) return refuse("truncated (payload length)");
   std::string payload = data.substr(start);
-  if (fnv1a(payload, fnv1a(key)) != sum) {
-    ++stats_.rejected;
-    return std::nullopt;
-  }
+  if (fnv1a(payload, fnv1a(key)) != sum) return refuse("checksum mismatch (corrupt or tampered)");
   ++stats_.hits;
   return payload;
 }

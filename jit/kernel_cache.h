@@ -31,8 +31,9 @@ class KernelCache {
 
   static std::string default_root();  // the directory from the environment ("" if off)
 
-  // The payload stored under key, if a trusted, intact file has it.
-  std::optional<std::string> load(const std::string& key);
+  // The payload stored under key, if a trusted, intact file has it. A file that is there
+  // but refused (untrusted, truncated, corrupt, another key) sets *why when given.
+  std::optional<std::string> load(const std::string& key, std::string* why = nullptr);
   // Stores payload under key; failures are counted, never thrown.
   void store(const std::string& key, const std::string& payload);
 

@@ -22,6 +22,8 @@
 //                           that replays slower than eager stays eager. Off by default:
 //                           its trial runs half of 16 replays eagerly, which cost a
 //                           layernorm 4096x1024 loop 9x (bench A/B of 2026-11-25)
+//   KILN_WARM_START=0       compiled CPU traces are neither saved to nor loaded from
+//                           KILN_CACHE_DIR (tracer/warm_start.h; default: on)
 //   KILN_LOGS=a,b,...       graph_breaks, recompiles, guards, trace, perf, walks (or all)
 //   KILN_LOGFILE=path       where log lines go (default stderr)
 #pragma once
@@ -53,6 +55,7 @@ struct TracerConfig {
   bool jit = true;
   bool background_compile = true;        // KILN_COMPILE_SYNC=1 turns it off
   bool speed_check = false;              // tracer/speed_check.h (KILN_SPEED_CHECK=1)
+  bool warm_start = true;                // tracer/warm_start.h (KILN_WARM_START=0: off)
   std::vector<std::string> jit_disable;  // pass names, KILN_JIT_DISABLE's comma list
   unsigned log_mask = 0;
   std::FILE* log_file = stderr;

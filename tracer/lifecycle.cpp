@@ -8,6 +8,7 @@
 #include "tracer/statistics.h"
 #include "tracer/trace_tree.h"
 #include "tracer/walk.h"
+#include "tracer/warm_start.h"
 
 namespace kiln::tracer {
 namespace {
@@ -146,7 +147,9 @@ void on_failed(Anchor& anchor, TraceNode& node, const std::string& error,
 // the compile, the same in both modes).
 void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram program,
                  CompileResult result, const std::optional<BreakCause>& exit_cause,
-                 TraceStatistics& statistics, bool background) {
+                 TraceStatistics& statistics, CompileOrigin origin) {
+  static constexpr const char* kOrigins[] = {"", ", in the background",
+                                             ", from the warm-start store"};
   TraceLifecycle& lifecycle = anchor.lifecycle;
   if (!result.error.empty()) {
     on_failed(anchor, node, result.error, statistics);
@@ -155,7 +158,8 @@ void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram 
   if (!result.executable || lifecycle.stays_eager()) return;
   std::shared_ptr<CompiledTrace> compiled =
       make_compiled(tree, lifecycle, std::move(program), result);
-  if (background) note_compile_event(*compiled, result.start_ns, result.end_ns);
+  if (origin != CompileOrigin::OnThread)
+    note_compile_event(*compiled, result.start_ns, result.end_ns);
   if (lifecycle.compiles() == 0) {
     ++tree.next_trace_id;
     lifecycle.on_compile(compiled->id);
@@ -163,7 +167,8 @@ void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram 
              detail::cat("trace ", compiled->id, " compiled: ", compiled->program.ops.size(),
                          " ops -> ", compiled->executable->kernel_count(), " kernels (",
                          compiled->executable->backend_name(), ", ", compiled->compile_ms, " ms",
-                         background ? ", in the background" : "", ") at ", lifecycle.site().str()));
+                         kOrigins[static_cast<int>(origin)], ") at ", lifecycle.site().str()));
+    if (origin != CompileOrigin::Stored) WarmStart::save(anchor, *compiled);
     install(tree, anchor, node, std::move(compiled));
     return;
   }
@@ -182,6 +187,7 @@ void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram 
                                              " -- abort: ", limit.message()));
     return;
   }
+  if (origin != CompileOrigin::Stored) WarmStart::save(anchor, *compiled);
   install(tree, anchor, node, std::move(compiled));
 }
 
@@ -232,7 +238,7 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
     }
   }
   on_compiled(tree, anchor, node, std::move(program), std::move(result), walk.exit_cause,
-              statistics, false);
+              statistics, CompileOrigin::OnThread);
 }
 
 bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& statistics,
@@ -249,8 +255,14 @@ bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& sta
   TraceNode* node = anchor.pending_node;
   anchor.pending_node = nullptr;
   on_compiled(tree, anchor, *node, job->program(), job->take(), job->exit_cause(), statistics,
-              true);
+              CompileOrigin::Background);
   return true;
+}
+
+void install_stored_trace(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram program,
+                          CompileResult result, TraceStatistics& statistics) {
+  on_compiled(tree, anchor, node, std::move(program), std::move(result), std::nullopt, statistics,
+              CompileOrigin::Stored);
 }
 
 }  // namespace kiln::tracer

@@ -138,4 +138,17 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
 // anchor, and by wait_for_compiles().
 bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& statistics, bool wait);
 
+// Where an installed trace's compile ran: on the user's thread, on the compile thread, or
+// on the user's thread for a trace loaded from the warm-start store (warm_start.h: not
+// saved again).
+enum class CompileOrigin : uint8_t { OnThread, Background, Stored };
+
+// Installs a stored trace's compile result at `node` (the end of its path, just put
+// under the anchor) as a compile (the anchor's first) or a recompile (a further variant),
+// as if its path had got hot; a failed compile is reported as any other.
+struct CompileResult;
+struct TraceProgram;
+void install_stored_trace(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram program,
+                          CompileResult result, TraceStatistics& statistics);
+
 }  // namespace kiln::tracer

@@ -172,6 +172,7 @@ std::string ExplainReport::json() const {
      << ", \"evicted_traces\": " << evicted_traces << ", \"evicted_ops\": " << evicted_ops
      << ", \"head_penalties\": " << head_penalties << ", \"unrolled_loops\": " << unrolled_loops
      << ", \"independent_reads\": " << independent_reads << ", \"host_side_ops\": " << host_side_ops
+     << ", \"stored_loaded\": " << stored_loaded << ", \"stored_refused\": " << stored_refused
      << "}";
   return os.str();
 }

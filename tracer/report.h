@@ -85,6 +85,10 @@ struct ExplainReport {
   // random indices): Tracer::on_host_read.
   int64_t independent_reads = 0;
   int64_t host_side_ops = 0;
+  // Warm starts (warm_start.h): traces put back from the store, and stored traces refused
+  // by this build (another build or format version, malformed).
+  int64_t stored_loaded = 0;
+  int64_t stored_refused = 0;
 
   std::string table() const;
   std::string json() const;

@@ -115,6 +115,8 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
   r.unrolled_loops = unrolled_loops;
   r.host_side_ops = host_side_ops;
   r.independent_reads = independent_reads;
+  r.stored_loaded = stored_loaded;
+  r.stored_refused = stored_refused;
   r.replay_ns_per_op = replay_ns_per_op();
   return r;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tracer/background_compile.h"
@@ -31,6 +32,9 @@ struct TraceNode {
   int64_t side_exits = 0;       // walks that left `compiled`'s path before its end
   SpeedTrial speed;             // `compiled` against eager over its first replays
   bool compile_failed = false;  // its compile threw: it is not compiled again
+  // Put back from the warm-start store: op.site is not known yet (sites are per process);
+  // the first walk that passes the node fills it in (warm_start.h).
+  bool site_unknown = false;
 
   TraceNode* find_child(const TraceOp& op) const {
     for (const auto& c : children)
@@ -66,6 +70,10 @@ struct Anchor {
   // path that gets hot meanwhile waits (its endings go on counting).
   std::shared_ptr<CompileJob> pending;
   TraceNode* pending_node = nullptr;
+  // Its key in the warm-start store (persist.h: anchor_key, site_key_hash); "" when warm
+  // starts are off or its site has no stable key (its traces are not saved).
+  std::string stored_key;
+  uint64_t stored_site = 0;
 };
 
 struct TraceTree {
@@ -86,8 +94,8 @@ struct TraceTree {
     return nullptr;
   }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
-    anchors.push_back(
-        std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr}));
+    anchors.push_back(std::make_unique<Anchor>(
+        Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr, {}, 0}));
     ++nodes;
     return anchors.back().get();
   }

@@ -159,6 +159,15 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       op = walk_.describe(call, meta, target, &new_externals, true);
       op.site = site;
       begin_walk(op, close == LoopClose::AtHead ? key : 0, round);
+    } else if (!continues && walk_.mode == WalkMode::Record && !walk_.at_root() &&
+               loops_allowed() && WarmStart::on() && warm_.is_stored_head(site)) {
+      // A stored trace is anchored here (warm_start.h): the walk from the setup code ends
+      // before it, as at a loop head, so the loop's first iteration replays.
+      end_walk(Boundary::Loop, nullptr, {});
+      new_externals.clear();
+      op = walk_.describe(call, meta, target, &new_externals, true);
+      op.site = site;
+      begin_walk(op, 0);
     }
     if (walk_.active() && walk_.node->depth >= config().max_trace_length) {
       const BreakCause too_long{BreakReason::TraceTooLong,
@@ -188,6 +197,10 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
 
 Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                          TraceNode* child, std::vector<Tensor>& new_externals) {
+  if (child->site_unknown) {  // put back from the warm-start store
+    child->op.site = current_op_site();
+    child->site_unknown = false;
+  }
   walk_.note_replayed_head(call, meta, target, child->op, loops_allowed());
   // An in-place op's write into *target waits for the compiled trace too: a read of any
   // memory before then (a host write into an input it reads) must run it first.
@@ -213,6 +226,9 @@ Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tenso
   if (!child) {
     child = walk_.node->add_child(op);
     ++tree_.nodes;
+  } else if (child->site_unknown) {  // put back from the warm-start store
+    child->op.site = op.site;
+    child->site_unknown = false;
   }
   walk_.commit(child, call, new_externals, value);
   ++statistics_.ops_recorded;
@@ -248,8 +264,10 @@ void Tracer::begin_walk(const TraceOp& first, uint64_t head_key, bool round) {
   walk_is_round_ = round;
   if (!round) loop_rounds_ = LoopRounds{};
   Anchor* anchor = tree_.find_anchor(first);
-  if (!anchor)
+  if (!anchor) {
     anchor = tree_.add_anchor(first, TraceLifecycle(warmup_for_new_anchor(), current_site()));
+    if (WarmStart::on()) warm_.load(tree_, *anchor, statistics_);
+  }
   if (head_key != 0) anchor->head_key = head_key;
   if (anchor->pending) take_finished_compile(tree_, *anchor, statistics_, false);
   walk_.begin(*anchor, ++tree_.tick);
@@ -461,6 +479,7 @@ void Tracer::reset() {
   walk_is_round_ = false;
   host_sites_.clear();
   host_values_.clear();
+  warm_.reset();
 }
 
 }  // namespace kiln::tracer

@@ -29,6 +29,7 @@
 #include "tracer/statistics.h"
 #include "tracer/trace_tree.h"
 #include "tracer/walk.h"
+#include "tracer/warm_start.h"
 
 namespace kiln::tracer {
 
@@ -123,6 +124,7 @@ class Tracer final : public DispatchHook {
   TraceTree tree_;
   Walk walk_;
   TraceStatistics statistics_;
+  WarmStart warm_;  // stored traces: loaded at new anchors, heads met mid-walk
   std::unordered_map<uint64_t, HeadPenalty> head_penalties_;  // by penalty_key
   // The loop the current walk is a round of: a walk came round to its anchor and ended
   // (LoopClose::AtAnchor), and each later walk of the same anchor that did too. A loop

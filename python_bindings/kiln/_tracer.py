@@ -132,6 +132,8 @@ class Explanation:
         self.unrolled_loops = data.get("unrolled_loops", 0)
         self.independent_reads = data.get("independent_reads", 0)
         self.host_side_ops = data.get("host_side_ops", 0)
+        self.stored_loaded = data.get("stored_loaded", 0)
+        self.stored_refused = data.get("stored_refused", 0)
 
     def json(self):
         return self._json
@@ -175,7 +177,8 @@ def is_tracing():
 
 def set_config(**settings):
     """Changes tracer settings: warmup, recompile_limit, max_trace_length, verify,
-    background_compile, logs (a comma list like KILN_LOGS). Returns the previous values."""
+    background_compile, warm_start, logs (a comma list like KILN_LOGS). Returns the previous
+    values."""
     previous = {}
     for key, value in settings.items():
         previous[key] = _C._get_config(key)

@@ -35,6 +35,8 @@ void set_config(const std::string& name, const bp::object& value) {
     c.verify = bp::extract<bool>(value);
   } else if (name == "background_compile") {
     c.background_compile = bp::extract<bool>(value);
+  } else if (name == "warm_start") {
+    c.warm_start = bp::extract<bool>(value);
   } else if (name == "logs") {
     bp::extract<std::string> spec(value);
     c.log_mask =
@@ -42,7 +44,7 @@ void set_config(const std::string& name, const bp::object& value) {
   } else {
     throw ValueError("[set_config] unknown tracer setting '" + name +
                      "' (expected warmup, recompile_limit, max_trace_length, verify, "
-                     "background_compile or logs)");
+                     "background_compile, warm_start or logs)");
   }
 }
 
@@ -53,6 +55,7 @@ bp::object get_config(const std::string& name) {
   if (name == "max_trace_length") return bp::object(c.max_trace_length);
   if (name == "verify") return bp::object(c.verify);
   if (name == "background_compile") return bp::object(c.background_compile);
+  if (name == "warm_start") return bp::object(c.warm_start);
   if (name == "logs") return bp::object(c.log_mask);
   throw ValueError("[get_config] unknown tracer setting '" + name + "'");
 }

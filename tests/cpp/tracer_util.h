@@ -21,6 +21,7 @@ class TracerTest : public ::testing::Test {
     kiln::tracer::config().warmup = 2;
     kiln::tracer::config().verify = false;
     kiln::tracer::config().speed_check = false;  // replay counts never depend on load
+    kiln::tracer::config().warm_start = false;   // nor on traces an earlier run stored
     // Compiles on the spot, so that the iteration after warmup replays (counts of
     // compiles and replays are exact); tests/cpp/test_background_compile.cpp turns it on.
     kiln::tracer::config().background_compile = false;

@@ -23,6 +23,10 @@ os.environ.setdefault("KILN_SPEED_CHECK", "0")
 # count compiles and replays after a few iterations. test_background_compile.py turns the
 # background mode on (its subprocess runs with the default).
 os.environ.setdefault("KILN_COMPILE_SYNC", "1")
+# No warm starts (tracer/warm_start.h): a trace stored by an earlier test process would
+# replay from the first call and change the counts tests expect. test_warm_start.py runs
+# its subprocesses with them on, in a cache directory of their own.
+os.environ.setdefault("KILN_WARM_START", "0")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
