@@ -68,8 +68,7 @@ void register_tracer() {
   Py_DECREF(bases);
   if (!type) bp::throw_error_already_set();
   bp::scope().attr("GraphBreakError") = bp::object(bp::handle<>(bp::borrowed(type)));
-  bp::register_exception_translator<GraphBreakError>(
-      [type](const GraphBreakError& e) { PyErr_SetString(type, e.what()); });
+  set_graph_break_error_class(type);  // translated with kiln's other errors (errors.cpp)
 
   // kiln's own Python loops over parameters (zero_grad, clip_grad_norm_): no loop closes
   // inside, like the C++ optimizers' LibraryLoopScope.
