@@ -76,7 +76,8 @@ class _Watch:
     """sys.setprofile while fn runs: the user code it calls, the globals that code reads,
     and the first thing skipping would lose (effect)."""
 
-    def __init__(self):
+    def __init__(self, guarded_closure=None):
+        self.guarded_closure = guarded_closure  # the code whose closure cells are guarded
         self.effect = ""
         self.globals = {}  # (id(globals dict), name) -> (globals dict, name, value)
         self.codes = set()
@@ -100,7 +101,8 @@ class _Watch:
             self.codes.add(code)
             if not self.effect:
                 self.effect = _writes(code)
-            if not self.effect and set(code.co_freevars) - {"__class__"}:
+            if (not self.effect and code is not self.guarded_closure
+                    and set(code.co_freevars) - {"__class__"}):
                 self.effect = f"{code.co_qualname} reads closure cells"
             for name in _global_names(code):
                 g = frame.f_globals
@@ -277,7 +279,7 @@ class SkippingFunction:
         if self._never:
             with self._region:
                 return self._fn(*args, **kwargs)
-        with _Watch() as watch:
+        with _Watch(getattr(self._fn, "__code__", None)) as watch:
             with self._region:
                 result = self._fn(*args, **kwargs)
         region_plan = _C._take_region_plan()
