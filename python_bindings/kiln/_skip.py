@@ -25,7 +25,6 @@ How a call goes:
 import builtins
 import dis
 import math
-import operator
 import os
 import sys
 
@@ -152,10 +151,6 @@ def _module_state(modules):
     return state
 
 
-def _same(a, b):
-    return len(a) == len(b) and all(map(operator.is_, a, b))
-
-
 class _Plan:
     """A verified plan: how to bind the trace's inputs and rebuild fn's result."""
 
@@ -179,7 +174,7 @@ class _Plan:
         for g, name, value in self.globals_read:
             if g.get(name, _MISSING) is not value:
                 return False
-        return _same(_module_state(self.modules), self.state)
+        return _C._module_state_is(self.modules, _MODULE_DICTS, self.state)
 
     def launch(self, tensors):
         inputs = [tensors[s[1]] if s[0] == "arg" else s[1] for s in self.sources]
@@ -259,8 +254,11 @@ class SkippingFunction:
         self.why_not_skipped = "not called yet"
 
     def __call__(self, *args, **kwargs):
-        tensors = []
-        signature = _signature((args, kwargs), tensors)
+        if not kwargs and all(type(a) is _C.Tensor for a in args):
+            tensors, signature = list(args), len(args)  # the common case, quickly
+        else:
+            tensors = []
+            signature = _signature((args, kwargs), tensors)
         plan = self._plans.get(signature) if not self._never else None
         if plan is not None:
             if plan.holds():

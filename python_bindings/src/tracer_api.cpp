@@ -51,6 +51,42 @@ bp::tuple plan_launch(const tracer::RegionPlan& plan, const std::vector<Tensor>&
   return bp::make_tuple(failed, tensor_tuple(values));
 }
 
+// kiln.compile's skip mode: whether every module's state (kiln/_skip.py _module_state:
+// each __dict__ value, then per container dict named in `containers` its length, keys and
+// values) is still, object for object, `state`. The per-call guard of module state, in
+// C++ because a model has hundreds of such objects.
+bool module_state_is(const bp::list& modules, const bp::tuple& containers, const bp::list& state) {
+  PyObject* expected = state.ptr();
+  const Py_ssize_t total = PyList_GET_SIZE(expected);
+  Py_ssize_t at = 0;
+  auto same = [&](PyObject* o) { return at < total && PyList_GET_ITEM(expected, at++) == o; };
+  for (Py_ssize_t m = 0; m < PyList_GET_SIZE(modules.ptr()); ++m) {
+    PyObject** dict_slot = _PyObject_GetDictPtr(PyList_GET_ITEM(modules.ptr(), m));
+    PyObject* dict = dict_slot ? *dict_slot : nullptr;
+    if (!dict || !PyDict_Check(dict)) return false;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value))
+      if (!same(value)) return false;
+    for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(containers.ptr()); ++c) {
+      PyObject* container = PyDict_GetItem(dict, PyTuple_GET_ITEM(containers.ptr(), c));
+      if (!container || !PyDict_Check(container) || PyDict_GET_SIZE(container) == 0) continue;
+      PyObject* size = PyList_GET_ITEM(expected, at);
+      if (at >= total || !PyLong_Check(size) ||
+          PyLong_AsSsize_t(size) != PyDict_GET_SIZE(container))
+        return false;
+      ++at;
+      pos = 0;
+      while (PyDict_Next(container, &pos, &key, &value))
+        if (!same(key)) return false;
+      pos = 0;
+      while (PyDict_Next(container, &pos, &key, &value))
+        if (!same(value)) return false;
+    }
+  }
+  return at == total;
+}
+
 bp::tuple explain() {
   const tracer::ExplainReport report = tracer::explain();
   return bp::make_tuple(report.table(), report.json());
@@ -120,6 +156,7 @@ void register_tracer() {
       .def("output_of", &plan_output_of)
       .def("launch", &plan_launch);
   bp::def("_take_region_plan", &take_region_plan);
+  bp::def("_module_state_is", &module_state_is);
   // The identity of a tensor's C++ handle (two Python objects may hold one).
   bp::def(
       "_tensor_impl_key", +[](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });
