@@ -450,7 +450,7 @@ void Tracer::region_exit(bool by_exception) {
     end_walk(Boundary::Abort, &cause,
              region_sites_.empty() ? UserSite{} : region_sites_.back().describe());
   } else {
-    keep_region_plan_ = regions_.size() == 1;
+    keep_region_plan_ = plans_wanted_ && regions_.size() == 1;
     region_plan_ = RegionPlan{};
     struct Done {
       bool& flag;

@@ -65,6 +65,9 @@ class Tracer final : public DispatchHook {
   // The plan of the last outermost region whose call replayed one compiled trace from
   // its entry to its exit (region_plan.h); taken once (a null trace when there is none).
   RegionPlan take_region_plan();
+  // Whether outermost region exits keep their plan (off by default: a kept plan holds
+  // its inputs until taken); kiln.compile(fn, skip=True) turns it on around its calls.
+  void keep_region_plans(bool on) { plans_wanted_ = on; }
   void set_enabled(bool on);
   bool enabled() const { return enabled_; }
   void reset();
@@ -128,6 +131,7 @@ class Tracer final : public DispatchHook {
   bool region_clean_ = false;
   int64_t region_side_ops_ = 0;
   bool keep_region_plan_ = false;
+  bool plans_wanted_ = false;
   RegionPlan region_plan_;
   std::vector<RegionOptions> regions_;
   std::vector<CapturedSite> region_sites_;  // described only if a region aborts

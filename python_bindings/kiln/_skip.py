@@ -277,9 +277,13 @@ class SkippingFunction:
         if self._never:
             with self._region:
                 return self._fn(*args, **kwargs)
-        with _Watch(getattr(self._fn, "__code__", None)) as watch:
-            with self._region:
-                result = self._fn(*args, **kwargs)
+        _C._keep_region_plans(True)
+        try:
+            with _Watch(getattr(self._fn, "__code__", None)) as watch:
+                with self._region:
+                    result = self._fn(*args, **kwargs)
+        finally:
+            _C._keep_region_plans(False)
         region_plan = _C._take_region_plan()
         if watch.effect:
             self._never = watch.effect

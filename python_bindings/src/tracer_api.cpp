@@ -157,6 +157,8 @@ void register_tracer() {
       .def("launch", &plan_launch);
   bp::def("_take_region_plan", &take_region_plan);
   bp::def("_module_state_is", &module_state_is);
+  bp::def(
+      "_keep_region_plans", +[](bool on) { tracer::Tracer::current().keep_region_plans(on); });
   // The identity of a tensor's C++ handle (two Python objects may hold one).
   bp::def(
       "_tensor_impl_key", +[](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });
