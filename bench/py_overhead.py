@@ -9,8 +9,11 @@ repeat's loop (the figure is host time per op while the GPU keeps up).
 
 One line per system and device, e.g.
     py_overhead kiln  cpu  x + x (1 x float32): 0.712 us/op  [median of 7 x 100000; min 0.70]
-With kiln's tracer on (the default) a long loop of `x + x` becomes a hot trace that
-replays lazily; KILN_TRACE=0 measures plain eager dispatch.
+With kiln's tracer on (the default) a long loop of one `x + x` is recorded, not
+replayed (one op at one site repeating looks like one call issuing it many times, and a
+one-op trace would stay eager anyway); the "N-op body" lines time lazy replay: a loop
+body of N distinct ops that compiles and replays (the issue 21 target: at most 0.5 us
+per op). KILN_TRACE=0 measures plain eager dispatch.
 """
 
 import argparse
@@ -52,6 +55,37 @@ def kiln_case(device):
     return (lambda: x + x), sync, f"kiln ({mode})"
 
 
+def kiln_replay_case(device, body_ops):
+    """A loop body of `body_ops` distinct tiny ops (+ * - on 1-element tensors, each its
+    own site) and no host read: the tracer closes the loop at the body's first op,
+    compiles it and from then on replays it lazily (each op returns a lazy tensor; the
+    plan runs when the loop comes round). Per call of the returned fn: body_ops ops."""
+    import kiln
+
+    if device == "cuda" and not kiln.cuda.is_available():
+        return None
+    x = kiln.ones(1, dtype=kiln.float32, device=device)
+    w = kiln.full((1,), 0.5, dtype=kiln.float32, device=device)
+    lines = ["def body(x, w):", "    y = x + w"]
+    for i in range(body_ops - 1):
+        lines.append(f"    y = y {'*-+'[i % 3]} {'wx'[i % 2]}")
+    lines.append("    return y")
+    scope = {}
+    exec(compile("\n".join(lines), f"<py_overhead body {body_ops}>", "exec"), scope)
+    body = scope["body"]
+
+    def sync():
+        body(x, w).item()
+        if device == "cuda":
+            kiln.cuda.synchronize()
+
+    def check():
+        e = kiln.explain()
+        return f"{e.ops_replayed} of {e.ops_replayed + e.ops_recorded} ops replayed"
+
+    return (lambda: body(x, w)), sync, f"kiln (lazy replay, {body_ops}-op body)", check
+
+
 def torch_case(device):
     import torch
 
@@ -71,6 +105,8 @@ def main():
                     help="'all': the CPU, and CUDA when the backend sees a GPU")
     ap.add_argument("--calls", type=int, default=100_000)
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--body", type=int, nargs="*", default=[8, 32],
+                    help="kiln: also time lazy replay of loop bodies of these many ops")
     args = ap.parse_args()
 
     backends = ["kiln", "torch"] if args.backend == "both" else [args.backend]
@@ -93,6 +129,18 @@ def main():
             print(f"py_overhead {backend:5s} {device:4s} x + x (1 x float32): "
                   f"{median * 1e6:.3f} us/op  [median of {args.repeats} x {calls}; "
                   f"min {best * 1e6:.3f}; {label}; {py}]", flush=True)
+            if backend != "kiln" or os.environ.get("KILN_TRACE", "1") in ("0", "off"):
+                continue
+            for ops in args.body:
+                import kiln
+
+                kiln.reset()
+                fn, sync, label, check = kiln_replay_case(device, ops)
+                n = max(1, calls // ops)
+                median, best = measure(fn, sync, n, args.repeats, warmup=max(200, n // 10))
+                print(f"py_overhead {backend:5s} {device:4s} {ops}-op body (1 x float32): "
+                      f"{median * 1e6 / ops:.3f} us/op  [median of {args.repeats} x {n} bodies; "
+                      f"min {best * 1e6 / ops:.3f}; {label}, {check()}; {py}]", flush=True)
 
 
 if __name__ == "__main__":

@@ -310,6 +310,13 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
     throw;
   }
   lazy::tls_pending = false;
+  // Any other end of a walk inside the outermost region cuts its walk in two.
+  if (kind != Boundary::Region || (!keep_region_plan_ && !regions_.empty())) region_clean_ = false;
+  if (keep_region_plan_ && replayed && region_clean_ &&
+      statistics_.host_side_ops + statistics_.independent_reads == region_side_ops_ &&
+      launchable(walk_.node->compiled->program)) {
+    region_plan_ = RegionPlan{walk_.node->compiled, walk_.externals, walk_.scalars, walk_.outputs};
+  }
   if (!replayed && !eager && kind != Boundary::Abort && !walk_.at_root())
     on_trace_ended(tree_, *walk_.anchor, *walk_.node, walk_, statistics_, site);
   const int64_t eager_ns = replayed ? 0 : walk_.eager_ns;
@@ -437,6 +444,8 @@ void Tracer::flush() {
 
 void Tracer::region_enter(const RegionOptions& options, const CapturedSite& site) {
   end_walk(Boundary::Region, nullptr, {});
+  region_clean_ = regions_.empty();  // a nested region's entry ends the outer one's walk
+  region_side_ops_ = statistics_.host_side_ops + statistics_.independent_reads;
   regions_.push_back(options);
   region_sites_.push_back(site);
 }
@@ -459,8 +468,20 @@ void Tracer::region_exit(bool by_exception) {
     end_walk(Boundary::Abort, &cause,
              region_sites_.empty() ? UserSite{} : region_sites_.back().describe());
   } else {
+    keep_region_plan_ = plans_wanted_ && regions_.size() == 1;
+    region_plan_ = RegionPlan{};
+    struct Done {
+      bool& flag;
+      ~Done() { flag = false; }
+    } done{keep_region_plan_};
     end_walk(Boundary::Region, nullptr, {});
   }
+}
+
+RegionPlan Tracer::take_region_plan() {
+  RegionPlan plan = std::move(region_plan_);
+  region_plan_ = RegionPlan{};
+  return plan;
 }
 
 void Tracer::set_enabled(bool on) {

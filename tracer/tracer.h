@@ -25,6 +25,7 @@
 
 #include "ops/dispatch.h"
 #include "tracer/break_reason.h"
+#include "tracer/region_plan.h"
 #include "tracer/report.h"
 #include "tracer/statistics.h"
 #include "tracer/trace_tree.h"
@@ -62,6 +63,12 @@ class Tracer final : public DispatchHook {
   void flush();
   void region_enter(const RegionOptions& options, const CapturedSite& site);
   void region_exit(bool by_exception);
+  // The plan of the last outermost region whose call replayed one compiled trace from
+  // its entry to its exit (region_plan.h); taken once (a null trace when there is none).
+  RegionPlan take_region_plan();
+  // Whether outermost region exits keep their plan (off by default: a kept plan holds
+  // its inputs until taken); kiln.compile(fn, skip=True) turns it on around its calls.
+  void keep_region_plans(bool on) { plans_wanted_ = on; }
   void set_enabled(bool on);
   bool enabled() const { return enabled_; }
   void reset();
@@ -119,6 +126,14 @@ class Tracer final : public DispatchHook {
   int warmup_for_new_anchor() const;
 
   bool enabled_;
+  // The outermost region's walk: still the one that began at its entry (no boundary
+  // inside); the host-side op and independent read counts at its entry; whether its exit
+  // keeps its plan (region_exit without an exception).
+  bool region_clean_ = false;
+  int64_t region_side_ops_ = 0;
+  bool keep_region_plan_ = false;
+  bool plans_wanted_ = false;
+  RegionPlan region_plan_;
   std::vector<RegionOptions> regions_;
   std::vector<CapturedSite> region_sites_;  // described only if a region aborts
   TraceTree tree_;

@@ -78,13 +78,19 @@ class _library_loop:
 _MODES = ("default", "reduce-overhead", "max-autotune")
 
 
-def compile(fn=None, *, warmup=None, fullgraph=False, mode="default", name=None):
+def compile(fn=None, *, warmup=None, fullgraph=False, mode="default", name=None, skip=False):
     """Marks fn as a traced region, called as usual: ``kiln.compile(fn)`` or
     ``@kiln.compile(warmup=3, fullgraph=True)``.
 
     Each call runs fn; its op stream is recorded, compiled after ``warmup`` calls and
     replayed lazily from then on (safe whatever fn does between ops). mode is accepted
     for PyTorch compatibility; every mode currently replays this way.
+
+    skip=True (opt-in): once a call's trace is verified break-free, later calls launch
+    the compiled plan without running fn's body, guarded on the arguments that are not
+    tensors, the globals and module state fn read, and the tensors' kinds; fn must have
+    no side effects beyond its tensor ops (docs/tracer.md, "Skipping the function").
+    A body that has any is never skipped; the results always equal running it.
 
     An nn.Module comes back wrapped as PyTorch's does (OptimizedModule): the module
     at ``_orig_mod``, its attributes forwarded, state_dict keys prefixed ``_orig_mod.``.
@@ -98,10 +104,15 @@ def compile(fn=None, *, warmup=None, fullgraph=False, mode="default", name=None)
         if isinstance(f, Module):
             from ._compiled_module import OptimizedModule
 
-            return OptimizedModule(f, region(name or type(f).__name__, warmup, fullgraph))
+            return OptimizedModule(f, region(name or type(f).__name__, warmup, fullgraph), skip)
         if not callable(f):
             raise TypeError(f"[compile] expected a callable, got {type(f).__name__}")
         label = name or getattr(f, "__qualname__", getattr(f, "__name__", "compiled"))
+        if skip:
+            from ._skip import SkippingFunction
+
+            skipping = SkippingFunction(f, region(label, warmup, fullgraph))
+            return _functools.update_wrapper(skipping, f)
         return region(label, warmup, fullgraph)(f)
 
     return decorate if fn is None else decorate(fn)

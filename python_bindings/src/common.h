@@ -5,6 +5,7 @@
 //   errors.cpp        kiln errors -> Python exception classes (KilnError + builtin)
 //   converters.cpp    Scalar, DType, Device, Dims, tensor lists <-> Python objects
 //   tensor_class.cpp  class Tensor: metadata, views, conversions, operators, in place
+//   tensor_operators.cpp the number slots of + - * / @ (the per-op path from Python)
 //   tensor_index.cpp  __getitem__ / __setitem__ (ints, slices, None, ..., tensors)
 //   ops.cpp           module-level op functions; unary/binary ones generated from
 //                     the op table (ops/ops.def), the rest bound one by one
@@ -36,6 +37,8 @@ namespace kiln::python {
 namespace bp = boost::python;
 
 void register_errors();
+// The Python class of tracer::GraphBreakError (tracer_api.cpp makes it; errors.cpp raises it).
+void set_graph_break_error_class(PyObject* type);
 void register_converters();
 void register_tensor_class();
 void register_tensor_index();
@@ -77,6 +80,11 @@ inline bool is_tensor(PyObject* obj) {
 }
 // The Tensor held by a kiln.Tensor object (obj must be one: see is_tensor).
 const Tensor& tensor_of(PyObject* obj);
+// The same for an object of exactly the kiln.Tensor type, read straight from its holder;
+// null for anything else (tensor_operators.cpp).
+const Tensor* fast_tensor_of(PyObject* obj);
+// Installs the Tensor type's fast number slots (+ - * / @); after its bound methods.
+void install_tensor_operators();
 
 // Python number (bool, int, float, numpy scalar) -> Scalar; false (a Python error set)
 // if obj is none.

@@ -3,9 +3,9 @@
 //
 // A Python Tensor object holds a kiln::Tensor handle by value (a shared_ptr copy), so
 // views returned to Python keep the storage alive on their own. Operators are bound
-// straight to the C++ operators: `x + x` costs one Boost.Python call plus the op.
-// Overloads are tried in reverse order of definition: the tensor-tensor form is
-// defined last, so it is tried first.
+// straight to the C++ operators; + - * / @ on tensors and numbers then take the type's
+// number slots directly (tensor_operators.cpp). Overloads are tried in reverse order of
+// definition: the tensor-tensor form is defined last, so it is tried first.
 #include "common.h"
 
 namespace kiln::python {
@@ -352,6 +352,7 @@ void def_inplace(Class& cls) {
 PyObject* tensor_type() { return g_tensor_type; }
 
 const Tensor& tensor_of(PyObject* obj) {
+  if (const Tensor* t = fast_tensor_of(obj)) return *t;
   void* p = cv::get_lvalue_from_python(obj, cv::registered<Tensor>::converters);
   if (!p) bp::throw_error_already_set();
   return *static_cast<Tensor*>(p);
@@ -484,6 +485,7 @@ void register_tensor_class() {
           (bp::arg("self"), bp::arg("chunks"), bp::arg("dim") = 0));
 
   def_arith(cls);
+  install_tensor_operators();
   def_inplace(cls);
 }
 

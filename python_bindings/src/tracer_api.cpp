@@ -1,6 +1,7 @@
 // The tracer's Python surface (kiln/_tracer.py wraps it): regions, explain(), reset(),
 // the automatic-tracing switch, tracer settings, and kiln.GraphBreakError.
 #include "common.h"
+#include "ops/autograd/grad_mode.h"
 #include "ops/autograd/record.h"
 #include "tracer/api.h"
 #include "tracer/config.h"
@@ -17,6 +18,74 @@ void region_enter(const std::string& name, int warmup, bool fullgraph) {
 }
 
 void region_exit(bool by_exception) { tracer::Tracer::current().region_exit(by_exception); }
+
+// kiln.compile's skip mode (region_plan.h): the plan of the region call that just
+// ended, or None.
+bp::object take_region_plan() {
+  tracer::RegionPlan plan = tracer::Tracer::current().take_region_plan();
+  if (!plan.trace) return bp::object();
+  return bp::object(std::move(plan));
+}
+
+// The index of the op whose value is t (-1: none of the plan's ops made it).
+int plan_output_of(const tracer::RegionPlan& plan, const Tensor& t) {
+  for (size_t i = 0; i < plan.outputs.size(); ++i)
+    if (!plan.outputs[i].expired() && plan.outputs[i].lock().get() == t.impl())
+      return static_cast<int>(i);
+  return -1;
+}
+
+// Launches the plan on these inputs: ("", values of the wanted ops), or (the guard that
+// failed, ()) with nothing run.
+bp::tuple plan_launch(const tracer::RegionPlan& plan, const std::vector<Tensor>& externals,
+                      const bp::object& wanted) {
+  std::vector<int> ops;
+  const Py_ssize_t n = bp::len(wanted);
+  for (Py_ssize_t i = 0; i < n; ++i) ops.push_back(bp::extract<int>(wanted[i]));
+  std::vector<Tensor> values;
+  if (autograd::grad_enabled()) {
+    for (const Tensor& t : externals)
+      if (t.requires_grad()) return bp::make_tuple("an input requires grad", bp::tuple());
+  }
+  const std::string failed = tracer::launch(plan, externals, ops, &values);
+  return bp::make_tuple(failed, tensor_tuple(values));
+}
+
+// kiln.compile's skip mode: whether every module's state (kiln/_skip.py _module_state:
+// each __dict__ value, then per container dict named in `containers` its length, keys and
+// values) is still, object for object, `state`. The per-call guard of module state, in
+// C++ because a model has hundreds of such objects.
+bool module_state_is(const bp::list& modules, const bp::tuple& containers, const bp::list& state) {
+  PyObject* expected = state.ptr();
+  const Py_ssize_t total = PyList_GET_SIZE(expected);
+  Py_ssize_t at = 0;
+  auto same = [&](PyObject* o) { return at < total && PyList_GET_ITEM(expected, at++) == o; };
+  for (Py_ssize_t m = 0; m < PyList_GET_SIZE(modules.ptr()); ++m) {
+    PyObject** dict_slot = _PyObject_GetDictPtr(PyList_GET_ITEM(modules.ptr(), m));
+    PyObject* dict = dict_slot ? *dict_slot : nullptr;
+    if (!dict || !PyDict_Check(dict)) return false;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(dict, &pos, &key, &value))
+      if (!same(value)) return false;
+    for (Py_ssize_t c = 0; c < PyTuple_GET_SIZE(containers.ptr()); ++c) {
+      PyObject* container = PyDict_GetItem(dict, PyTuple_GET_ITEM(containers.ptr(), c));
+      if (!container || !PyDict_Check(container) || PyDict_GET_SIZE(container) == 0) continue;
+      PyObject* size = PyList_GET_ITEM(expected, at);
+      if (at >= total || !PyLong_Check(size) ||
+          PyLong_AsSsize_t(size) != PyDict_GET_SIZE(container))
+        return false;
+      ++at;
+      pos = 0;
+      while (PyDict_Next(container, &pos, &key, &value))
+        if (!same(key)) return false;
+      pos = 0;
+      while (PyDict_Next(container, &pos, &key, &value))
+        if (!same(value)) return false;
+    }
+  }
+  return at == total;
+}
 
 bp::tuple explain() {
   const tracer::ExplainReport report = tracer::explain();
@@ -71,8 +140,7 @@ void register_tracer() {
   Py_DECREF(bases);
   if (!type) bp::throw_error_already_set();
   bp::scope().attr("GraphBreakError") = bp::object(bp::handle<>(bp::borrowed(type)));
-  bp::register_exception_translator<GraphBreakError>(
-      [type](const GraphBreakError& e) { PyErr_SetString(type, e.what()); });
+  set_graph_break_error_class(type);  // translated with kiln's other errors (errors.cpp)
 
   // kiln's own Python loops over parameters (zero_grad, clip_grad_norm_): no loop closes
   // inside, like the C++ optimizers' LibraryLoopScope.
@@ -81,6 +149,22 @@ void register_tracer() {
   bp::def("_region_enter", &region_enter);
   bp::def("_region_exit", &region_exit);
   bp::def("_explain", &explain);
+  bp::class_<tracer::RegionPlan>("_RegionPlan", bp::no_init)
+      .add_property(
+          "externals", +[](const tracer::RegionPlan& p) { return tensor_tuple(p.externals); })
+      .add_property(
+          "num_ops", +[](const tracer::RegionPlan& p) { return p.trace->program.ops.size(); })
+      .add_property(
+          "trace_id", +[](const tracer::RegionPlan& p) { return p.trace->id; })
+      .def("output_of", &plan_output_of)
+      .def("launch", &plan_launch);
+  bp::def("_take_region_plan", &take_region_plan);
+  bp::def("_module_state_is", &module_state_is);
+  bp::def(
+      "_keep_region_plans", +[](bool on) { tracer::Tracer::current().keep_region_plans(on); });
+  // The identity of a tensor's C++ handle (two Python objects may hold one).
+  bp::def(
+      "_tensor_impl_key", +[](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl()); });
   bp::def("_reset", &tracer::reset);
   bp::def("_wait_for_compiles", &tracer::wait_for_compiles);
   bp::def(
