@@ -29,8 +29,8 @@ struct ValidColumns {
 };
 inline ValidColumns valid_columns(int64_t out_w, int64_t stride, int64_t pad, int64_t j,
                                   int64_t width) {
-  const int64_t first = pad - j;              // ow * stride >= first
-  const int64_t last = width + pad - j - 1;   // ow * stride <= last
+  const int64_t first = pad - j;             // ow * stride >= first
+  const int64_t last = width + pad - j - 1;  // ow * stride <= last
   int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
   int64_t hi = last < 0 ? 0 : last / stride + 1;
   lo = std::min(lo, out_w);
