@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Process CPU time per call of bench/cpu_workloads.py's matmul rows (mlp3, lstm_cell,
-attention) for kiln eager and PyTorch eager, one thread each, in this process.
+attention) for kiln eager, kiln traced (--systems kiln_traced: automatic tracing, timed
+after the trace has compiled) and PyTorch eager, one thread each, in this process.
 
 On a shared, overloaded machine wall-clock figures swing by several times between runs;
 the CPU time a single-threaded call consumes does not depend on how the scheduler
@@ -41,6 +42,8 @@ def main():
     p.add_argument("--systems", default="kiln,torch")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--target-s", type=float, default=0.05, help="CPU seconds per timed loop")
+    p.add_argument("--warmup-s", type=float, default=3.0,
+                   help="kiln_traced: seconds of calls before timing (the compile)")
     args = p.parse_args()
     rows = [r for r in workload_cases.cases(False, [], 1 << 10, (2, 8, 256, 64))
             if r[0] in args.rows.split(",")]
@@ -48,9 +51,9 @@ def main():
     for name, size, shapes, _ in rows:
         inputs = cpu_workloads.make_inputs(shapes, rng)
         for system in args.systems.split(","):
-            if system == "kiln":
+            if system in ("kiln", "kiln_traced"):
                 import kiln
-                kiln.set_tracing(False)  # eager, as cpu_workloads' kiln_eager
+                kiln.set_tracing(system == "kiln_traced")  # kiln: eager, as cpu_workloads'
                 body = cpu_workloads.torch_like(kiln)[name]
 
                 def fn(*a, body=body):
@@ -62,6 +65,10 @@ def main():
                 torch.set_num_threads(1)
                 fn = cpu_workloads.torch_like(torch)[name]
                 xs = [torch.from_numpy(a) for a in inputs]
+            if system == "kiln_traced":  # until the background compile is in and replays
+                t0 = time.perf_counter()
+                while time.perf_counter() - t0 < args.warmup_s:
+                    fn(*xs)
             once = per_call_cpu_s(fn, xs, 1, 1)
             loops = max(1, int(args.target_s / max(once, 1e-6)))
             us = per_call_cpu_s(fn, xs, loops, args.repeats) * 1e6

@@ -20,6 +20,7 @@ if(KILN_HAVE_LLVM)
             -I${PROJECT_SOURCE_DIR} -emit-llvm -c
             ${PROJECT_SOURCE_DIR}/jit/llvm/bitcode/scalar_functions.cpp -o ${bitcode}
     DEPENDS ${PROJECT_SOURCE_DIR}/jit/llvm/bitcode/scalar_functions.cpp ${KILN_POINTWISE_HEADERS}
+            ${PROJECT_SOURCE_DIR}/ops/cpu/vectorizable_math.h
     COMMENT "Compiling the pointwise functors to LLVM bitcode"
     VERBATIM)
   kiln_embed(kiln scalar_functions_bitcode BASE ${CMAKE_CURRENT_BINARY_DIR}/embedded

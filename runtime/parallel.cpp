@@ -33,20 +33,25 @@ class ThreadPool {
     for (int i = 1; i < n; ++i) workers_.emplace_back([this, i, start] { worker_loop(i, start); });
   }
 
-  // Runs task(worker_index) on every thread (the caller is index 0) and waits.
+  // Runs task(worker_index) on the caller (index 0) and on every worker that wakes up
+  // before the caller has finished its own call, and waits for those only: a worker
+  // that has not been scheduled by then (a busy machine: other processes hold the
+  // cores) is not waited for, and skips the task when it wakes. task is expected to
+  // share its work dynamically (parallel_for_impl: chunks claimed from a counter), so
+  // the caller does what no worker came for.
   void run(const std::function<void(int)>& task) {
     std::lock_guard<std::mutex> run_lock(run_mutex_);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &task;
-      pending_ = static_cast<int>(workers_.size());
+      active_ = 0;
       ++generation_;
     }
     cv_.notify_all();
     task(0);
     std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
-    task_ = nullptr;
+    task_ = nullptr;  // late workers skip it
+    done_cv_.wait(lock, [this] { return active_ == 0; });
   }
 
  private:
@@ -69,10 +74,12 @@ class ThreadPool {
         seen = generation_;
         if (stopping_) return;
         task = task_;
+        if (!task) continue;  // the caller finished without us
+        ++active_;
       }
-      if (task) (*task)(index);
+      (*task)(index);
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
+      if (--active_ == 0) done_cv_.notify_one();
     }
   }
 
@@ -80,7 +87,7 @@ class ThreadPool {
   std::mutex mutex_, run_mutex_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int)>* task_ = nullptr;
-  int pending_ = 0;
+  int active_ = 0;  // workers inside the current task
   uint64_t generation_ = 0;
   bool stopping_ = false;
 };
@@ -113,18 +120,22 @@ void parallel_for_impl(int64_t begin, int64_t end, int64_t grain,
   const int64_t threads =
       std::min<int64_t>(num_threads(), (total + grain - 1) / std::max<int64_t>(grain, 1));
   const int64_t chunk = (total + threads - 1) / threads;
+  const int64_t chunks = (total + chunk - 1) / chunk;
+  // The same chunks as one per thread, claimed in order by whichever thread is free:
+  // the caller takes a chunk whose worker has not woken up yet.
+  std::atomic<int64_t> next{0};
   std::exception_ptr error;
   std::mutex error_mutex;
-  pool().run([&](int index) {
-    if (index >= threads) return;
-    int64_t lo = begin + index * chunk, hi = std::min(end, lo + chunk);
-    if (lo >= hi) return;
+  pool().run([&](int) {
     tls_in_parallel = true;
-    try {
-      body(lo, hi);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
+    for (int64_t c = next.fetch_add(1); c < chunks; c = next.fetch_add(1)) {
+      const int64_t lo = begin + c * chunk, hi = std::min(end, lo + chunk);
+      try {
+        body(lo, hi);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+      }
     }
     tls_in_parallel = false;
   });

@@ -21,6 +21,23 @@ struct PatchGeometry {
   }
 };
 
+// The output columns [lo, hi) whose input column ow * stride - pad + j lies inside
+// [0, width); the loops below copy (stride 1: contiguously) between them and fill or
+// skip the rest, so the inner loops carry no bounds test and vectorize.
+struct ValidColumns {
+  int64_t lo, hi;
+};
+inline ValidColumns valid_columns(int64_t out_w, int64_t stride, int64_t pad, int64_t j,
+                                  int64_t width) {
+  const int64_t first = pad - j;             // ow * stride >= first
+  const int64_t last = width + pad - j - 1;  // ow * stride <= last
+  int64_t lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+  int64_t hi = last < 0 ? 0 : last / stride + 1;
+  lo = std::min(lo, out_w);
+  hi = std::max(std::min(hi, out_w), lo);
+  return {lo, hi};
+}
+
 // Gathers the patches of channels [first, last) into columns.
 template <class T>
 void im2col(const T* image, const PatchGeometry& g, int64_t first, int64_t last, T* columns,
@@ -31,6 +48,7 @@ void im2col(const T* image, const PatchGeometry& g, int64_t first, int64_t last,
     for (int64_t i = 0; i < g.kernel_h; ++i) {
       for (int64_t j = 0; j < g.kernel_w; ++j) {
         T* row = columns + ((c * g.kernel_h + i) * g.kernel_w + j) * pixels;
+        const ValidColumns v = valid_columns(g.out_w, g.stride_w, g.pad_w, j, g.width);
         for (int64_t oh = 0; oh < g.out_h; ++oh) {
           T* dst = row + oh * g.out_w;
           const int64_t ih = oh * g.stride_h - g.pad_h + i;
@@ -38,11 +56,14 @@ void im2col(const T* image, const PatchGeometry& g, int64_t first, int64_t last,
             std::fill(dst, dst + g.out_w, pad);
             continue;
           }
-          const T* src = plane + ih * g.width;
-          for (int64_t ow = 0; ow < g.out_w; ++ow) {
-            const int64_t iw = ow * g.stride_w - g.pad_w + j;
-            dst[ow] = iw >= 0 && iw < g.width ? src[iw] : pad;
+          const int64_t base = ih * g.width - g.pad_w + j;  // + ow * stride: the input
+          std::fill(dst, dst + v.lo, pad);
+          if (g.stride_w == 1) {
+            std::copy(plane + base + v.lo, plane + base + v.hi, dst + v.lo);
+          } else {
+            for (int64_t ow = v.lo; ow < v.hi; ++ow) dst[ow] = plane[base + ow * g.stride_w];
           }
+          std::fill(dst + v.hi, dst + g.out_w, pad);
         }
       }
     }
@@ -59,13 +80,17 @@ void col2im(const T* columns, const PatchGeometry& g, int64_t first, int64_t las
     for (int64_t i = 0; i < g.kernel_h; ++i) {
       for (int64_t j = 0; j < g.kernel_w; ++j) {
         const T* row = columns + ((c * g.kernel_h + i) * g.kernel_w + j) * pixels;
+        const ValidColumns v = valid_columns(g.out_w, g.stride_w, g.pad_w, j, g.width);
         for (int64_t oh = 0; oh < g.out_h; ++oh) {
           const int64_t ih = oh * g.stride_h - g.pad_h + i;
           if (ih < 0 || ih >= g.height) continue;
-          T* dst = plane + ih * g.width;
-          for (int64_t ow = 0; ow < g.out_w; ++ow) {
-            const int64_t iw = ow * g.stride_w - g.pad_w + j;
-            if (iw >= 0 && iw < g.width) dst[iw] += row[oh * g.out_w + ow];
+          const int64_t base = ih * g.width - g.pad_w + j;  // + ow * stride: the image
+          const T* src = row + oh * g.out_w;
+          if (g.stride_w == 1) {
+            T* dst = plane + base + v.lo;
+            for (int64_t ow = v.lo; ow < v.hi; ++ow) dst[ow - v.lo] += src[ow];
+          } else {
+            for (int64_t ow = v.lo; ow < v.hi; ++ow) plane[base + ow * g.stride_w] += src[ow];
           }
         }
       }

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
@@ -85,6 +86,7 @@ const std::vector<UnaryCase>& unary_cases() {
       {"silu", kiln::silu, {}},
       {"reciprocal", kiln::reciprocal, {0.2, 3.0}},
       {"log1p", kiln::log1p, {-0.5, 4.0}},
+      {"erf", kiln::erf, {-4.5, 4.5}},
   };
   return cases;
 }
@@ -120,6 +122,37 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, JitUnary,
                          ::testing::Values(DType::Float32, DType::Float64, DType::Float16,
                                            DType::BFloat16),
                          param_name);
+
+// float32 erf in the fused kernels is ops/cpu/vectorizable_math.h's erf_by_exp (a
+// Taylor branch below |x| = 1, exp times a fitted polynomial above), eager's is
+// xsimd::erf / erff: both within a few ulp of the float64 erf on fresh random values
+// across both branches, the split, the clamp at 4, tiny values, and +-inf / NaN; and the
+// erf GELU built on it.
+TEST_F(JitCpu, ErfFloat32WithinAFewUlpOfFloat64) {
+  Host h = random_host({4096}, DType::Float32, {-6.0, 6.0});
+  const Host near_split = random_host({512}, DType::Float32, {0.9, 1.1});
+  const Host tiny = random_host({512}, DType::Float32, {-1e-3, 1e-3});
+  h.v.insert(h.v.end(), near_split.v.begin(), near_split.v.end());
+  for (double v : tiny.v)  // far below 1e-3, still normal floats
+    h.v.push_back(static_cast<double>(static_cast<float>(v * 1e-20)));
+  const double inf = std::numeric_limits<double>::infinity();
+  for (double v : {0.0, -0.0, 1.0, -1.0, 4.0, -4.0, 3.92, 1e-38, inf, -inf,
+                   std::numeric_limits<double>::quiet_NaN()})
+    h.v.push_back(static_cast<double>(static_cast<float>(v)));
+  h.sizes = {static_cast<int64_t>(h.v.size())};
+  Tensor x = make(h, DType::Float32);
+  const Host ref = map(h, [](double v) { return std::erf(v); });
+  // 2.5 ulp of float32 near 1 is 1.5e-7; relative 3 ulp elsewhere.
+  const Tol tol{3.6e-7, 1.6e-7};
+  EXPECT_TRUE(all_close(eager([&] { return kiln::erf(x); }), ref, tol));
+  // Doubling is exact: the fused kernel's erf is compared as it is.
+  const Host ref2 = map(ref, [](double v) { return 2.0 * v; });
+  EXPECT_TRUE(all_close(traced([&] { return kiln::erf(x) * 2.0; }), ref2, tol));
+  tr::reset();
+  const Host gelu_ref = map(h, [](double v) { return v * (1.0 + std::erf(v / std::sqrt(2.0))); });
+  EXPECT_TRUE(
+      all_close(traced([&] { return kiln::gelu(x, false) * 2.0; }), gelu_ref, Tol{3.6e-7, 6e-7}));
+}
 
 TEST_F(JitCpu, GeluBothFormsAndClampAndCast) {
   for (bool approx : {false, true}) {

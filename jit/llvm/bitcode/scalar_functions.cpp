@@ -7,6 +7,7 @@
 // intrinsics the loop vectorizer maps to libmvec; -ffp-contract=off, so no multiply-add
 // is fused (the eager kernels' rounding); -fwrapv, so integer overflow wraps as the
 // hand-written IR did.
+#include "ops/cpu/vectorizable_math.h"
 #include "ops/philox.h"
 #include "ops/pointwise_math.h"
 
@@ -15,10 +16,25 @@ namespace {
 using kiln::OpId;
 namespace pm = kiln::pm;
 
+// The op's functor, but float erf (and the erf GELU) in the vectorizable form of
+// ops/cpu/vectorizable_math.h.
+template <OpId Id, class T>
+T unary(T x) {
+  return pm::UnaryFn<Id>{}(x);
+}
+template <>
+float unary<OpId::Erf, float>(float x) {
+  return kiln::cpu::erf_by_exp(x);
+}
+template <>
+float unary<OpId::Gelu, float>(float x) {
+  return 0.5f * x * (1.0f + kiln::cpu::erf_by_exp(x * 0.70710678118654752440f));
+}
+
 }  // namespace
 
 #define KILN_FN_UNARY(Id, name, T, suffix) \
-  extern "C" T kiln_fn_##name##_##suffix(T x) { return pm::UnaryFn<OpId::Id>{}(x); }
+  extern "C" T kiln_fn_##name##_##suffix(T x) { return unary<OpId::Id>(x); }
 #define KILN_FN_BINARY(Id, name, T, suffix)                                                       \
   extern "C" auto kiln_fn_##name##_##suffix(T a, T b)->decltype(pm::BinaryFn<OpId::Id>{}(a, b)) { \
     return pm::BinaryFn<OpId::Id>{}(a, b);                                                        \
@@ -71,7 +87,8 @@ extern "C" double kiln_fn_gelu_tanh_f64(double x) { return pm::GeluTanh{}(x); }
 
 // rand / randn of the Random family: the draw the eager kernels make (ops/philox.h).
 extern "C" double kiln_fn_philox_rand(uint64_t seed, uint64_t offset, uint64_t index, int bits) {
-  return kiln::philox::rand_value(seed, offset, index, bits);
+  return bits <= 31 ? kiln::cpu::rand_value_narrow(seed, offset, index, bits)
+                    : kiln::philox::rand_value(seed, offset, index, bits);
 }
 extern "C" double kiln_fn_philox_randn(uint64_t seed, uint64_t offset, uint64_t index) {
   return kiln::philox::randn_value(seed, offset, index);
