@@ -53,6 +53,7 @@ struct TracerConfig {
   bool jit = true;
   bool background_compile = true;        // KILN_COMPILE_SYNC=1 turns it off
   bool speed_check = false;              // tracer/speed_check.h (KILN_SPEED_CHECK=1)
+  bool symbolic_shapes = true;           // tracer/symbolic_shapes.h (KILN_SYMBOLIC_SHAPES=0)
   std::vector<std::string> jit_disable;  // pass names, KILN_JIT_DISABLE's comma list
   unsigned log_mask = 0;
   std::FILE* log_file = stderr;

@@ -46,6 +46,7 @@ struct TraceStatistics {
   int64_t unrolled_loops = 0;     // short loops between host reads unrolled (tracer.h)
   int64_t host_side_ops = 0;      // ops run outside traces as host-side (tracer.h)
   int64_t independent_reads = 0;  // host reads that needed no boundary
+  int64_t size_bindings = 0;      // symbolic traces bound to new sizes (symbolic_shapes.h)
 
   // Measured time of compiled-trace replays per op (ns); -1 before the first replay.
   double replay_ns_per_op() const {

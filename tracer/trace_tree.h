@@ -66,6 +66,9 @@ struct Anchor {
   // path that gets hot meanwhile waits (its endings go on counting).
   std::shared_ptr<CompileJob> pending;
   TraceNode* pending_node = nullptr;
+  // A variant with symbolic sizes was compiled here (symbolic_shapes.h): its walks keep
+  // each replayed op's metadata (Walk::metas).
+  bool symbolic = false;
 };
 
 struct TraceTree {
@@ -86,8 +89,8 @@ struct TraceTree {
     return nullptr;
   }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
-    anchors.push_back(
-        std::make_unique<Anchor>(Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr}));
+    anchors.push_back(std::make_unique<Anchor>(
+        Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr, false}));
     ++nodes;
     return anchors.back().get();
   }

@@ -35,6 +35,8 @@ void set_config(const std::string& name, const bp::object& value) {
     c.verify = bp::extract<bool>(value);
   } else if (name == "background_compile") {
     c.background_compile = bp::extract<bool>(value);
+  } else if (name == "symbolic_shapes") {
+    c.symbolic_shapes = bp::extract<bool>(value);
   } else if (name == "logs") {
     bp::extract<std::string> spec(value);
     c.log_mask =
@@ -42,7 +44,7 @@ void set_config(const std::string& name, const bp::object& value) {
   } else {
     throw ValueError("[set_config] unknown tracer setting '" + name +
                      "' (expected warmup, recompile_limit, max_trace_length, verify, "
-                     "background_compile or logs)");
+                     "background_compile, symbolic_shapes or logs)");
   }
 }
 
@@ -53,6 +55,7 @@ bp::object get_config(const std::string& name) {
   if (name == "max_trace_length") return bp::object(c.max_trace_length);
   if (name == "verify") return bp::object(c.verify);
   if (name == "background_compile") return bp::object(c.background_compile);
+  if (name == "symbolic_shapes") return bp::object(c.symbolic_shapes);
   if (name == "logs") return bp::object(c.log_mask);
   throw ValueError("[get_config] unknown tracer setting '" + name + "'");
 }
