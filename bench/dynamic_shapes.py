@@ -15,6 +15,9 @@ Cases:
          sequence, a tanh layer, the mean over the sequence, logits, top-k sampling with
          the boolean mask `logits[logits < v[:, [-1]]] = -inf`, softmax, multinomial, and
          the new token appended (cat) for the next step
+  kv     a decoder step with a KV cache written at a moving position
+         (`cache[:, pos:pos + 1] = k`) and attention over `cache[:, :pos + 1]`: the
+         offsets and bounds are slice attributes, not symbolic yet (see tracer.md)
 Printed per case: recompiles (variants after the first compile of a trace: a 0/1
 specialisation counts), compiled traces, plans bound to new sizes without a recompile,
 replays, iterations that replayed, and the median time per iteration from iteration 10
@@ -90,7 +93,30 @@ def gen_case(rng, tokens):
     return step, tokens
 
 
-CASES = {"mlp": mlp_case, "block": block_case, "gen": gen_case}
+def kv_case(rng, tokens):
+    c, batch = 64, 4
+    wq, wk, wv = (kiln.from_numpy((rng.standard_normal((c, c)) * 0.2).astype(np.float32))
+                  for _ in range(3))
+    x0 = kiln.from_numpy(rng.standard_normal((batch, 1, c)).astype(np.float32))
+    state = {}
+
+    def step(pos):
+        if pos == 0:
+            state["k"] = kiln.zeros((batch, tokens, c))
+            state["v"] = kiln.zeros((batch, tokens, c))
+            state["x"] = x0
+        x = state["x"]
+        state["k"][:, pos:pos + 1] = x @ wk  # the KV-cache write at a moving position
+        state["v"][:, pos:pos + 1] = x @ wv
+        keys, values = state["k"][:, :pos + 1], state["v"][:, :pos + 1]
+        att = kiln.softmax((x @ wq) @ keys.transpose(1, 2) * (1.0 / c ** 0.5), -1)
+        state["x"] = kiln.tanh(att @ values)
+        return state["x"].numpy()
+
+    return step, tokens
+
+
+CASES = {"mlp": mlp_case, "block": block_case, "gen": gen_case, "kv": kv_case}
 
 
 def run(make, arg, traced):
@@ -114,7 +140,7 @@ def run(make, arg, traced):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--only", default="mlp,block,gen")
+    parser.add_argument("--only", default="mlp,block,gen,kv")
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=100)
     args = parser.parse_args()
@@ -124,7 +150,7 @@ def main():
           f"{'replays':>7} {'replayed_iters':>14} {'traced_ms':>9} {'eager_ms':>8} "
           f"{'traced_total_s':>14} {'eager_total_s':>13}")
     for name in args.only.split(","):
-        arg = args.tokens if name == "gen" else args.epochs
+        arg = args.tokens if name in ("gen", "kv") else args.epochs
         t_times, t_outs, report, replayed = run(CASES[name], arg, True)
         e_times, e_outs, _, _ = run(CASES[name], arg, False)
         for a, b in zip(t_outs, e_outs):
