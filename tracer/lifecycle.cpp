@@ -332,7 +332,20 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
   // 40 steps (0 compiles, the steps ran eagerly), while the C++ test of one CUDA trace
   // passed; a background NVRTC compile beside a running training loop is left to fix.
   TraceProgram program = now ? std::move(*now) : walk.program();
-  if (general) set_guards(program, general->guards);
+  if (general) {
+    set_guards(program, general->guards);
+  } else {
+    // A path that follows a symbolic variant's prefix and then left it: its later ops
+    // read values of any size the prefix passed, so its guards keep the prefix's symbols
+    // (the trace is symbolic, bound per size), never a plan of this walk's sizes alone.
+    const std::vector<const TraceOp*> path = node.path();
+    for (size_t i = 0; i < path.size() && i < program.ops.size(); ++i)
+      for (size_t k = 0; k < path[i]->new_guards.size(); ++k)
+        if (path[i]->new_guards[k].symbolic()) {
+          program.ops[i].new_guards[k].symbols = path[i]->new_guards[k].symbols;
+          program.ops[i].new_guards[k].derived_strides = path[i]->new_guards[k].derived_strides;
+        }
+  }
   if (config().background_compile && home_device(program).is_cpu()) {
     anchor.pending = std::make_shared<CompileJob>(std::move(program), walk.exit_cause);
     anchor.pending_node = &node;
