@@ -9,6 +9,7 @@
 
 #include "ops/dispatch.h"
 #include "runtime/error.h"
+#include "runtime/lazy.h"
 
 namespace kiln {
 namespace {
@@ -161,8 +162,13 @@ Tensor from_vector(const std::vector<T>& values, const Dims& sizes, Device devic
   KILN_CHECK(static_cast<int64_t>(values.size()) == n, ShapeError, "[from_vector] ", values.size(),
              " values cannot fill a tensor of shape ", dims_str(sizes), " (", n, " elements)");
   Tensor t = Tensor::make(sizes, dtype_of<T>(), kCPU);
-  T* p = t.data<T>();
-  for (int64_t i = 0; i < n; ++i) p[i] = values[i];
+  {
+    // A fresh tensor's memory owes nothing to lazy work: filling it is no read of a
+    // pending value (a list index like v[:, [-1]] mid-replay would side exit).
+    lazy::PendingPause fresh(true);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = values[i];
+  }
   return t.to(device);
 }
 template Tensor from_vector<bool>(const std::vector<bool>&, const Dims&, Device);

@@ -2,7 +2,8 @@
 // backend's Executable, the guards of its inputs, where it was made and why it was
 // recompiled), immutable once made and shared as std::shared_ptr<const CompiledTrace>.
 // The mutable tracing state (walks, counters, lifecycle) lives elsewhere: trace_tree.h
-// counts a compiled trace's replays and side exits on the node that holds it.
+// counts a compiled trace's replays and side exits on the node that holds it. A symbolic
+// trace (symbolic_shapes.h) keeps one mutable cache: its plans bound per size.
 #pragma once
 
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "tracer/backend.h"
 #include "tracer/break_reason.h"
+#include "tracer/symbolic_shapes.h"
 #include "tracer/user_site.h"
 
 namespace kiln::tracer {
@@ -24,6 +26,13 @@ struct CompiledTrace {
   UserSite site;                              // where the trace's first op was called
   std::optional<BreakCause> recompile_cause;  // why the walk left the last variant, generation > 0
   double compile_ms = 0;
+  // Symbolic traces only (guards with symbols): the symbols' values in `program` (whose
+  // sizes the executable was compiled for), why each dim is symbolic, and the trace bound
+  // to other sizes (the one mutable part, used on the tracer's thread only).
+  std::vector<int64_t> symbol_values;
+  std::string symbolic_why;
+  std::shared_ptr<SizeBindings> bindings;
+  bool symbolic() const { return bindings != nullptr; }
 };
 
 }  // namespace kiln::tracer

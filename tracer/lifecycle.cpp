@@ -6,6 +6,7 @@
 #include "tracer/config.h"
 #include "tracer/profiler.h"
 #include "tracer/statistics.h"
+#include "tracer/symbolic_shapes.h"
 #include "tracer/trace_tree.h"
 #include "tracer/walk.h"
 #include "tracer/warm_start.h"
@@ -44,12 +45,53 @@ std::shared_ptr<CompiledTrace> make_compiled(const TraceTree& tree, const TraceL
     for (const TensorGuard& g : op.new_guards) compiled->guards.push_back(g);
   compiled->program = std::move(program);
   compiled->executable = std::move(result.executable);
+  if (is_symbolic(compiled->program)) {
+    compiled->symbol_values = symbol_values_of(compiled->program);
+    compiled->symbolic_why = describe_symbols(compiled->program);
+    compiled->bindings = std::make_shared<SizeBindings>();
+  }
   return compiled;
 }
 
-// Puts a compiled trace on its node (the walks under the anchor replay it from now on).
-void install(TraceTree& tree, Anchor& anchor, TraceNode& node,
+// The path of a symbolic trace: its ops with their symbolic guards, under the anchor's
+// root beside the exact paths recorded at each size (created, or found when it exists).
+TraceNode& symbolic_path(TraceTree& tree, Anchor& anchor, const TraceProgram& program) {
+  TraceNode* n = &anchor.root;
+  for (const TraceOp& op : program.ops) {
+    TraceNode* next = n->find_child(op);
+    if (!next) {
+      next = n->add_child(op);
+      ++tree.nodes;
+    }
+    next->last_use = tree.tick;
+    n = next;
+  }
+  anchor.symbolic = true;
+  return *n;
+}
+
+// Takes a compiled trace off its node (one that a symbolic variant subsumes: a walk
+// follows one path of the trie, so two variants that both pass an input must not share
+// an anchor, or the walk may commit to the one whose later guard fails).
+void uninstall(TraceTree& tree, TraceNode& node) {
+  node.compiled.reset();
+  for (TraceNode* n = &node; n; n = n->parent) --n->compiled_below;
+  std::erase_if(tree.compiled, [&](const TraceTree::CompiledAt& c) { return c.node == &node; });
+}
+
+// Puts a compiled trace on its node (the walks under the anchor replay it from now on); a
+// symbolic one on its own path, in place of the variants it subsumes.
+void install(TraceTree& tree, Anchor& anchor, TraceNode& recorded,
              std::shared_ptr<const CompiledTrace> compiled) {
+  if (compiled->symbolic()) {
+    std::vector<TraceNode*> subsumed;
+    for (const TraceTree::CompiledAt& c : tree.compiled)
+      if (c.anchor == &anchor && subsumes(compiled->program, c.node->compiled->program))
+        subsumed.push_back(c.node);
+    for (TraceNode* n : subsumed) uninstall(tree, *n);
+  }
+  TraceNode& node =
+      compiled->symbolic() ? symbolic_path(tree, anchor, compiled->program) : recorded;
   node.compiled = std::move(compiled);
   for (TraceNode* n = &node; n; n = n->parent) ++n->compiled_below;
   tree.compiled.push_back({&anchor, &node});
@@ -167,8 +209,12 @@ void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram 
              detail::cat("trace ", compiled->id, " compiled: ", compiled->program.ops.size(),
                          " ops -> ", compiled->executable->kernel_count(), " kernels (",
                          compiled->executable->backend_name(), ", ", compiled->compile_ms, " ms",
-                         kOrigins[static_cast<int>(origin)], ") at ", lifecycle.site().str()));
-    if (origin != CompileOrigin::Stored) WarmStart::save(anchor, *compiled);
+                         kOrigins[static_cast<int>(origin)], ") at ", lifecycle.site().str(),
+                         compiled->symbolic() ? "; symbolic sizes: " + compiled->symbolic_why
+                                              : std::string()));
+    // A symbolic trace is not stored (persist.h keeps exact guards only).
+    if (origin != CompileOrigin::Stored && !compiled->symbolic())
+      WarmStart::save(anchor, *compiled);
     install(tree, anchor, node, std::move(compiled));
     return;
   }
@@ -193,17 +239,94 @@ void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram 
 
 }  // namespace
 
+namespace {
+
+TraceProgram program_of(const TraceNode& node) {
+  TraceProgram p;
+  for (const TraceOp* op : node.path()) {
+    p.ops.push_back(*op);
+    p.num_scalars += static_cast<int>(op->scalar_kinds.size());
+    p.num_externals += static_cast<int>(op->new_guards.size());
+  }
+  p.live.resize(p.ops.size());
+  return p;
+}
+
+// The paths of an anchor that are the same trace as `now` but for sizes (symbolic_shapes.h):
+// whether one is compiled, the endings of those recorded, and now's guards generalized
+// against the first that allows it (else why not).
+struct SizeClass {
+  bool compiled_peer = false;
+  int64_t endings = 0;
+  std::optional<Generalized> general;
+  GeneralizeFailure failure = GeneralizeFailure::Structure;
+};
+
+SizeClass size_class(const TraceTree& tree, const Anchor& anchor, const TraceNode& node,
+                     const TraceProgram& now) {
+  SizeClass c;
+  c.endings = node.endings;
+  // CUDA traces stay specialised per size (symbolic_shapes.h).
+  if (!config().symbolic_shapes || !home_device(now).is_cpu()) return c;
+  auto consider = [&](const TraceProgram& peer, bool compiled, int64_t endings) {
+    GeneralizeFailure why = GeneralizeFailure::Structure;
+    std::optional<Generalized> g = generalize(peer, now, &why);
+    if (!g && (why == GeneralizeFailure::Structure || why == GeneralizeFailure::NothingDiffers))
+      return;
+    if (compiled)
+      c.compiled_peer = true;
+    else
+      c.endings += endings;
+    if (g && !c.general)
+      c.general = std::move(g);
+    else if (!g && c.failure != GeneralizeFailure::ZeroOrOne)
+      c.failure = why;
+  };
+  for (const TraceTree::CompiledAt& at : tree.compiled)
+    if (at.anchor == &anchor) consider(at.node->compiled->program, true, 0);
+  // Recorded paths of the same length where traces ended (a bounded search).
+  std::vector<const TraceNode*> stack = {&anchor.root};
+  for (int visited = 0; !stack.empty() && visited < 4096; ++visited) {
+    const TraceNode* n = stack.back();
+    stack.pop_back();
+    if (n->depth == node.depth) {
+      if (n != &node && n->endings > 0 && !n->compiled) consider(program_of(*n), false, n->endings);
+      continue;
+    }
+    for (const auto& child : n->children) stack.push_back(child.get());
+  }
+  return c;
+}
+
+}  // namespace
+
 void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
                     TraceStatistics& statistics, const UserSite& end_site) {
   ++node.endings;
   TraceLifecycle& lifecycle = anchor.lifecycle;
   lifecycle.name_by_end(end_site);
-  if (node.compiled || node.compile_failed || lifecycle.stays_eager() ||
-      !lifecycle.is_hot(node.endings))
-    return;
+  if (node.compiled || node.compile_failed || lifecycle.stays_eager()) return;
   // A compile of this anchor is running: no second one (nor a recompile counted) until
   // it is installed; this path's endings go on counting.
   if (anchor.pending) return;
+  bool hot = lifecycle.is_hot(node.endings);
+  // Sizes: a path that is a compiled variant but for its sizes compiles at once, with the
+  // dims that differ symbolic (or, for sizes 0 and 1, exactly: a specialisation); paths
+  // that differ only in sizes count their endings together. Looked at while the path
+  // warms up (at most hot_threshold() times per path).
+  std::optional<TraceProgram> now;
+  std::optional<Generalized> general;
+  if (hot || node.endings <= lifecycle.hot_threshold()) {
+    now = walk.program();
+    SizeClass c = size_class(tree, anchor, node, *now);
+    if (c.general && (hot || c.compiled_peer || lifecycle.is_hot(c.endings))) {
+      hot = true;
+      general = std::move(c.general);
+    } else if (c.compiled_peer && c.failure == GeneralizeFailure::ZeroOrOne) {
+      hot = true;
+    }
+  }
+  if (!hot) return;
   if (node.depth < 2 && node.compiled_below == 0) {  // one op: nothing to fuse
     if (lifecycle.on_single_op()) {
       const BreakCause cause{BreakReason::SingleOp, op_name(node.op.op)};
@@ -216,7 +339,21 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
   // bench/models' GPT, CNN or LSTM steps was ever installed from the compile thread in
   // 40 steps (0 compiles, the steps ran eagerly), while the C++ test of one CUDA trace
   // passed; a background NVRTC compile beside a running training loop is left to fix.
-  TraceProgram program = walk.program();
+  TraceProgram program = now ? std::move(*now) : walk.program();
+  if (general) {
+    set_guards(program, general->guards);
+  } else {
+    // A path that follows a symbolic variant's prefix and then left it: its later ops
+    // read values of any size the prefix passed, so its guards keep the prefix's symbols
+    // (the trace is symbolic, bound per size), never a plan of this walk's sizes alone.
+    const std::vector<const TraceOp*> path = node.path();
+    for (size_t i = 0; i < path.size() && i < program.ops.size(); ++i)
+      for (size_t k = 0; k < path[i]->new_guards.size(); ++k)
+        if (path[i]->new_guards[k].symbolic()) {
+          program.ops[i].new_guards[k].symbols = path[i]->new_guards[k].symbols;
+          program.ops[i].new_guards[k].derived_strides = path[i]->new_guards[k].derived_strides;
+        }
+  }
   if (config().background_compile && home_device(program).is_cpu()) {
     anchor.pending = std::make_shared<CompileJob>(std::move(program), walk.exit_cause);
     anchor.pending_node = &node;

@@ -6,11 +6,56 @@
 #include "tracer/profiler.h"
 #include "tracer/side_exit.h"
 #include "tracer/speed_check.h"
+#include "tracer/statistics.h"
 #include "tracer/verify.h"
 
 namespace kiln::tracer {
+namespace {
+
+// A symbolic trace bound to this walk's sizes (symbolic_shapes.h): itself at the sizes it
+// was compiled for, else the binding kept for these symbol values, else a new one (the
+// walk's program through the backend: planned again, kernels from the kernel cache).
+std::shared_ptr<const CompiledTrace> bind_sizes(const CompiledTrace& compiled, const Walk& walk,
+                                                TraceStatistics& statistics) {
+  std::vector<int64_t> key = walk.symbol_values;
+  key.resize(compiled.symbol_values.size(), 0);
+  if (key == compiled.symbol_values) return nullptr;
+  if (auto bound = compiled.bindings->find(key)) return bound;
+  const int64_t start = trace_clock_ns();
+  TraceProgram program = walk.program();
+  program.live = compiled.program.live;
+  auto bound = std::make_shared<CompiledTrace>();
+  bound->id = compiled.id;
+  bound->generation = compiled.generation;
+  bound->site = compiled.site;
+  bound->recompile_cause = compiled.recompile_cause;
+  for (const TraceOp& op : program.ops)
+    for (const TensorGuard& g : op.new_guards) bound->guards.push_back(g);
+  bound->executable = compile_trace(program);
+  bound->program = std::move(program);
+  const double ms = static_cast<double>(trace_clock_ns() - start) / 1e6;
+  bound->compile_ms = ms;
+  compiled.bindings->note_time(ms);
+  compiled.bindings->add(key, bound);
+  ++statistics.size_bindings;
+  log_line(kLogRecompiles, detail::cat(
+                               "trace ", compiled.id, " bound to sizes (",
+                               [&] {
+                                 std::string s;
+                                 for (size_t i = 0; i < key.size(); ++i)
+                                   s += detail::cat(i ? ", " : "", "s", i, "=", key[i]);
+                                 return s;
+                               }(),
+                               ") in ", ms, " ms (no recompile: symbolic sizes)"));
+  return bound;
+}
+
+}  // namespace
+
 void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
-  const CompiledTrace& compiled = *node.compiled;
+  std::shared_ptr<const CompiledTrace> bound =
+      node.compiled->symbolic() ? bind_sizes(*node.compiled, walk, statistics) : nullptr;
+  const CompiledTrace& compiled = bound ? *bound : *node.compiled;
   lazy::tls_pending = false;
   std::vector<Tensor> values;
   VerifyReference reference;

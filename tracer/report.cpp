@@ -90,6 +90,9 @@ std::string ExplainReport::table() const {
       os << "        ops: " << ops << "\n";
       for (size_t i = 0; i < t.guards.size(); ++i)
         os << "        guard in" << i << ": " << t.guards[i] << "\n";
+      if (!t.symbolic.empty())
+        os << "        symbolic sizes: " << t.symbolic << "; bound to " << t.size_bindings
+           << " other size(s) in " << fixed(t.binding_ms, 3) << " ms (no recompile)\n";
       for (const std::string& n : t.notes) os << "        note: " << n << "\n";
     }
   }
@@ -139,6 +142,9 @@ std::string ExplainReport::json() const {
                            ", \"side_exits\": " + std::to_string(t.side_exits) +
                            ", \"compile_ms\": " + fixed(t.compile_ms, 3) +
                            ", \"notes\": " + json_list(t.notes, quoted) +
+                           ", \"symbolic\": " + quoted(t.symbolic) +
+                           ", \"size_bindings\": " + std::to_string(t.size_bindings) +
+                           ", \"binding_ms\": " + fixed(t.binding_ms, 3) +
                            ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") +
                            ", \"eager_reason\": " + quoted(t.eager_reason) +
                            ", \"replay_median_ms\": " + optional_ms(t.replay_ms) +

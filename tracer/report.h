@@ -29,6 +29,12 @@ struct TraceReport {
   double replay_ms = -1;
   double eager_ms = -1;
   std::vector<std::string> notes;  // what stayed unfused and why
+  // Symbolic sizes (tracer/symbolic_shapes.h): which dims are symbols, as relations
+  // ("s0 = dim 0 of in0 = dim 0 of in3 (compiled at 12)"), "" for an exact trace; and how
+  // many other sizes it was bound to (no recompile) and the time that took.
+  std::string symbolic;
+  int64_t size_bindings = 0;
+  double binding_ms = 0;
 };
 
 struct BreakReport {

@@ -77,6 +77,11 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
     t.kernels = compiled.executable->kernel_count();
     t.backend = compiled.executable->backend_name();
     t.notes = compiled.executable->notes();
+    if (compiled.symbolic()) {
+      t.symbolic = compiled.symbolic_why;
+      t.size_bindings = compiled.bindings->made();
+      t.binding_ms = compiled.bindings->ms();
+    }
     t.replays = node->replays;
     t.side_exits = node->side_exits;
     t.compile_ms = compiled.compile_ms;

@@ -48,6 +48,7 @@ struct TraceStatistics {
   int64_t independent_reads = 0;  // host reads that needed no boundary
   int64_t stored_loaded = 0;      // traces loaded from the warm-start store (warm_start.h)
   int64_t stored_refused = 0;     // stored traces refused (another build, malformed)
+  int64_t size_bindings = 0;      // symbolic traces bound to new sizes (symbolic_shapes.h)
 
   // Measured time of compiled-trace replays per op (ns); -1 before the first replay.
   double replay_ns_per_op() const {

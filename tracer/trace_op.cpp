@@ -1,6 +1,7 @@
 #include "tracer/trace_op.h"
 
 #include "runtime/error.h"
+#include "tracer/symbolic_shapes.h"
 
 namespace kiln::tracer {
 namespace {
@@ -36,12 +37,27 @@ std::string TensorGuard::diff(const TensorGuard& a) const {
     return detail::cat("rank expected ", sizes.size(), ", got ", a.sizes.size(), " (shape ",
                        dims_str(a.sizes), ")");
   for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i < symbols.size() && symbols[i] >= 0) {
+      if (a.sizes[i] < 2)
+        return detail::cat("shape[", i, "] expected a size >= 2 (symbolic s", symbols[i],
+                           "; sizes 0 and 1 are specialised), got ", a.sizes[i], " (shape ",
+                           dims_str(a.sizes), ")");
+      continue;
+    }
     if (sizes[i] != a.sizes[i])
       return detail::cat("shape[", i, "] expected ", sizes[i], ", got ", a.sizes[i], " (shape ",
                          dims_str(sizes), " -> ", dims_str(a.sizes), ")");
   }
-  if (strides != a.strides)
+  if (symbolic()) {
+    const Dims contiguous = contiguous_strides(a.sizes);
+    for (size_t i = 0; i < strides.size(); ++i) {
+      const bool derived = (derived_strides >> i) & 1u;
+      if (derived ? a.strides[i] != contiguous[i] : a.strides[i] != strides[i])
+        return detail::cat("strides expected ", str(), ", got ", dims_str(a.strides));
+    }
+  } else if (strides != a.strides) {
     return detail::cat("strides expected ", dims_str(strides), ", got ", dims_str(a.strides));
+  }
   if (alias_of != a.alias_of)
     return alias_of < 0
                ? detail::cat(
@@ -55,8 +71,25 @@ std::string TensorGuard::diff(const TensorGuard& a) const {
 }
 
 std::string TensorGuard::str() const {
-  std::string s = detail::cat(dtype_name(dtype), dims_str(sizes), " ", device.str());
-  if (strides != contiguous_strides(sizes)) s += " strides " + dims_str(strides);
+  std::string shape = dims_str(sizes);
+  if (symbolic()) {
+    shape = "[";
+    for (size_t i = 0; i < sizes.size(); ++i)
+      shape += (i ? ", " : "") + (i < symbols.size() && symbols[i] >= 0
+                                      ? "s" + std::to_string(symbols[i])
+                                      : std::to_string(sizes[i]));
+    shape += "]";
+  }
+  std::string s = detail::cat(dtype_name(dtype), shape, " ", device.str());
+  if (derived_strides != 0) {
+    bool other = false;
+    for (size_t i = 0; i < strides.size(); ++i)
+      other =
+          other || (!((derived_strides >> i) & 1u) && strides[i] != contiguous_strides(sizes)[i]);
+    if (other) s += " strides " + dims_str(strides) + " (some follow the sizes)";
+  } else if (strides != contiguous_strides(sizes)) {
+    s += " strides " + dims_str(strides);
+  }
   if (alias_of >= 0) s += " aliases in" + std::to_string(alias_of);
   return s;
 }
@@ -75,7 +108,7 @@ bool TraceOp::matches(const TraceOp& o) const {
   return true;
 }
 
-std::string TraceOp::guard_diff(const TraceOp& actual) const {
+std::string TraceOp::guard_diff(const TraceOp& actual, const std::vector<int64_t>* symbols) const {
   if (!same_wiring(actual)) return "";
   // The new externals appear in input order; name each by its slot.
   size_t g = 0;
@@ -86,7 +119,9 @@ std::string TraceOp::guard_diff(const TraceOp& actual) const {
     for (size_t j = 0; j < i; ++j)
       if (inputs[j] == r) first_here = false;
     if (!first_here) continue;
-    const std::string d = new_guards[g].diff(actual.new_guards[g]);
+    std::string d = new_guards[g].diff(actual.new_guards[g]);
+    if (d.empty() && symbols && new_guards[g].symbolic())
+      d = symbolic_diff(new_guards[g], actual.new_guards[g], *symbols);
     if (!d.empty())
       return detail::cat("input in", r.index, " (argument ", i, " of ", op_name(op), "): ", d);
     ++g;

@@ -22,21 +22,31 @@ struct InputRef {
 };
 
 // What an external input must look like for a compiled trace to be valid for it.
+// Exact (symbols empty): these sizes and strides. Symbolic (symbolic_shapes.h): a dim
+// with symbol s >= 0 takes any size >= 2 equal to every other dim of symbol s in the
+// walk ("dim 0 of in0 equals dim 0 of in3"), sizes 0 and 1 stay specialised; a stride
+// whose bit is set in derived_strides must be the contiguous stride of the actual sizes
+// (it follows a symbolic dim inside it), the others are exact. sizes and strides keep the
+// values the trace was compiled with either way.
 struct TensorGuard {
   DType dtype = DType::Float32;
   Device device;
   Dims sizes;
   Dims strides;
   int32_t alias_of = -1;  // first external slot sharing this one's storage, or -1
+  boost::container::small_vector<int16_t, 4> symbols;  // per dim: its symbol, or -1
+  uint32_t derived_strides = 0;                        // bit d: stride d follows the sizes
 
   static TensorGuard of(const Tensor& t, int32_t alias_of);
+  bool symbolic() const { return !symbols.empty(); }
   bool operator==(const TensorGuard& o) const {
     return dtype == o.dtype && device == o.device && sizes == o.sizes && strides == o.strides &&
-           alias_of == o.alias_of;
+           alias_of == o.alias_of && symbols == o.symbols && derived_strides == o.derived_strides;
   }
-  // "" when equal, else the first difference: "shape expected [8, 4], got [16, 4]".
+  // "" when equal, else the first difference: "shape expected [8, 4], got [16, 4]". A
+  // symbolic dim differs only when the actual size is 0 or 1.
   std::string diff(const TensorGuard& actual) const;
-  std::string str() const;  // "float32[8, 4] cpu contiguous"
+  std::string str() const;  // "float32[8, 4] cpu contiguous"; symbolic dims as s0
 };
 
 struct TraceOp {
@@ -58,8 +68,10 @@ struct TraceOp {
   bool same_wiring(const TraceOp& o) const;
   // The same wiring at the same site: the same op at the same place in the program.
   bool same_place(const TraceOp& o) const { return site == o.site && same_wiring(o); }
-  // Same op and attributes and wiring, but a guard differs: which one and how.
-  std::string guard_diff(const TraceOp& actual) const;
+  // Same op and attributes and wiring, but a guard differs: which one and how. With the
+  // walk's symbol values (symbolic_shapes.h), a relation that fails is named too.
+  std::string guard_diff(const TraceOp& actual,
+                         const std::vector<int64_t>* symbols = nullptr) const;
   std::string str() const;  // "add(e0, v1)"
 };
 

@@ -188,6 +188,18 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       if (result) *result = value;
       return true;
     }
+    // A symbolic path passes by relations between sizes, not by equal guards (the first
+    // op of a walk comes here, not through the fast path above).
+    if (walk_.anchor->symbolic) {
+      std::vector<Tensor> matched;
+      for (const auto& c : walk_.node->children) {
+        if (c->compiled_below > 0 && walk_.match(c->op, call, target, &matched)) {
+          Tensor value = replay_op(call, meta, target, c.get(), matched);
+          if (result) *result = value;
+          return true;
+        }
+      }
+    }
     side_exit(walk_, divergence(op));
   }
   Tensor value = record_op(call, meta, target, op, new_externals);
@@ -206,6 +218,7 @@ Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tenso
   // memory before then (a host write into an input it reads) must run it first.
   if (target) lazy::tls_pending = true;
   Tensor value = target ? *target : walk_.make_lazy(meta);
+  if (walk_.anchor->symbolic) walk_.metas.push_back(meta);
   walk_.commit(child, call, new_externals, value);
   ++statistics_.ops_replayed;
   return value;
@@ -236,9 +249,13 @@ Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tenso
 }
 
 BreakCause Tracer::divergence(const TraceOp& op) const {
-  for (const auto& c : walk_.node->children) {
-    std::string diff = c->op.guard_diff(op);
-    if (!diff.empty()) return BreakCause{BreakReason::GuardFailed, std::move(diff)};
+  // The guard of a compiled path first (recorded paths of other sizes hang beside it).
+  for (int compiled = 1; compiled >= 0; --compiled) {
+    for (const auto& c : walk_.node->children) {
+      if ((c->compiled_below > 0) != (compiled == 1)) continue;
+      std::string diff = c->op.guard_diff(op, &walk_.symbol_values);
+      if (!diff.empty()) return BreakCause{BreakReason::GuardFailed, std::move(diff)};
+    }
   }
   return BreakCause{BreakReason::Diverged,
                     detail::cat("op ", walk_.node->depth + 1, ": expected ",

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "runtime/error.h"
+#include "tracer/symbolic_shapes.h"
 
 namespace kiln::tracer {
 namespace {
@@ -61,6 +62,8 @@ void Walk::clear() {
   pending_token.reset();
   eager_ns = 0;
   exit_cause.reset();
+  symbol_values.clear();
+  metas.clear();
   heads.clear();
   run_site = 0;
   run_start = 0;
@@ -77,6 +80,7 @@ bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
   if (!(edge.attrs == call.attrs)) return false;
   size_t guard = 0;
   const int32_t base = static_cast<int32_t>(externals.size());
+  std::vector<int16_t> bound;  // symbols this call bound: unbound again if it fails
   auto check = [&](const Tensor& t, const InputRef& ref) {
     const TensorImpl* key = t.impl();
     const int value = values.find(key);
@@ -90,8 +94,9 @@ bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
         guard >= edge.new_guards.size())
       return false;
     const TensorGuard& g = edge.new_guards[guard++];
-    if (g.dtype != t.dtype() || g.device != t.device() || g.sizes != t.sizes() ||
-        g.strides != t.strides() || key->storage == nullptr)
+    if (g.dtype != t.dtype() || g.device != t.device() || key->storage == nullptr) return false;
+    if (g.symbolic() ? !match_symbolic_sizes(g, t, symbol_values, bound)
+                     : g.sizes != t.sizes() || g.strides != t.strides())
       return false;
     int32_t alias = -1;
     const Storage* storage = key->storage.get();
@@ -104,20 +109,15 @@ bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
     new_externals->push_back(t);
     return true;
   };
-  for (size_t i = 0; i < call.inputs.size(); ++i) {
-    if (!check(call.inputs[i], edge.inputs[i])) {
-      new_externals->clear();
-      return false;
-    }
-  }
-  if (target && !check(*target, edge.target)) {
+  auto mismatch = [&] {
     new_externals->clear();
+    for (int16_t s : bound) symbol_values[s] = 0;
     return false;
-  }
-  if (guard != edge.new_guards.size()) {
-    new_externals->clear();
-    return false;
-  }
+  };
+  for (size_t i = 0; i < call.inputs.size(); ++i)
+    if (!check(call.inputs[i], edge.inputs[i])) return mismatch();
+  if (target && !check(*target, edge.target)) return mismatch();
+  if (guard != edge.new_guards.size()) return mismatch();
   return true;
 }
 
@@ -232,6 +232,13 @@ TraceProgram Walk::program() const {
   TraceProgram program;
   for (const TraceOp* op : node->path()) {
     program.ops.push_back(*op);
+    TraceOp& copy = program.ops.back();
+    if (program.ops.size() <= metas.size()) copy.meta = metas[program.ops.size() - 1];
+    for (size_t k = 0; k < copy.new_guards.size(); ++k) {
+      TensorGuard& g = copy.new_guards[k];
+      const size_t slot = static_cast<size_t>(program.num_externals) + k;
+      if (g.symbolic() && slot < externals.size()) g = TensorGuard::of(externals[slot], g.alias_of);
+    }
     program.num_scalars += static_cast<int>(op->scalar_kinds.size());
     program.num_externals += static_cast<int>(op->new_guards.size());
   }

@@ -62,6 +62,11 @@ struct Walk {
   std::shared_ptr<PendingValue> pending_token;
   int64_t eager_ns = 0;                  // time this walk ran ops eagerly
   std::optional<BreakCause> exit_cause;  // why it left its compiled path (for recompiles)
+  // Symbolic sizes (symbolic_shapes.h): each symbol's size in this walk (0: not met yet),
+  // bound by match() on a symbolic path; and, under an anchor with a symbolic variant,
+  // the metadata of each op replayed (the path's nodes hold another size's).
+  mutable std::vector<int64_t> symbol_values;
+  std::vector<OutputMeta> metas;
   // Fresh descriptions of this walk's ops whose inputs are all external, with their
   // scalars and depth: each could start a trace, and one coming round again closes a loop.
   struct Head {
@@ -112,7 +117,8 @@ struct Walk {
   Producers producers(int value) const;
   // A tensor with the op's metadata whose value the compiled trace computes later.
   Tensor make_lazy(const OutputMeta& meta);
-  // The walked path as a program (live: the values the user still holds).
+  // The walked path as a program (live: the values the user still holds), with this
+  // walk's sizes: replayed ops' metadata from `metas`, symbolic guards made exact.
   TraceProgram program() const;
 
   // Whether this op closes a loop: the walk comes round (same op, wiring, scalars and

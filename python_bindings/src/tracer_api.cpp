@@ -106,6 +106,8 @@ void set_config(const std::string& name, const bp::object& value) {
     c.background_compile = bp::extract<bool>(value);
   } else if (name == "warm_start") {
     c.warm_start = bp::extract<bool>(value);
+  } else if (name == "symbolic_shapes") {
+    c.symbolic_shapes = bp::extract<bool>(value);
   } else if (name == "logs") {
     bp::extract<std::string> spec(value);
     c.log_mask =
@@ -113,7 +115,7 @@ void set_config(const std::string& name, const bp::object& value) {
   } else {
     throw ValueError("[set_config] unknown tracer setting '" + name +
                      "' (expected warmup, recompile_limit, max_trace_length, verify, "
-                     "background_compile, warm_start or logs)");
+                     "background_compile, warm_start, symbolic_shapes or logs)");
   }
 }
 
@@ -125,6 +127,7 @@ bp::object get_config(const std::string& name) {
   if (name == "verify") return bp::object(c.verify);
   if (name == "background_compile") return bp::object(c.background_compile);
   if (name == "warm_start") return bp::object(c.warm_start);
+  if (name == "symbolic_shapes") return bp::object(c.symbolic_shapes);
   if (name == "logs") return bp::object(c.log_mask);
   throw ValueError("[get_config] unknown tracer setting '" + name + "'");
 }

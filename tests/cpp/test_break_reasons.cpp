@@ -129,6 +129,7 @@ std::string raise(BreakReason reason) {
       break;
     case BreakReason::RecompileLimit:
       tr::config().recompile_limit = 2;
+      tr::config().symbolic_shapes = false;  // each size a variant (symbolic_shapes.h)
       for (int n = 1; n <= 6; ++n) hot([&] { return chain(random_tensor({n})); }, 2);
       break;
     case BreakReason::SlowerThanEager: {

@@ -32,8 +32,9 @@ std::string describe(const std::exception& e) { return kt::demangled_type(e) + "
 
 }  // namespace
 
-Outcome run_program(const Program& p, RunMode mode, Device device) {
-  kt::RunModeScope scope(mode);
+Outcome run_program(const Program& p, RunMode mode, Device device, bool symbolic_shapes) {
+  kt::RunModeScope scope(mode);  // restores the tracer's settings after
+  kiln::tracer::config().symbolic_shapes = symbolic_shapes;
   Outcome out;
   std::vector<std::vector<InputTensor>> holders(p.worlds.size() + 1);
   std::vector<std::pair<Tensor, std::string>> kept;
@@ -96,7 +97,8 @@ Outcome run_program(const Program& p, RunMode mode, Device device) {
 std::vector<Leg> legs_for(bool with_cuda) {
   std::vector<Leg> legs = {{"cpu/eager", RunMode::Eager, kiln::kCPU},
                            {"cpu/interpreted", RunMode::Interpreted, kiln::kCPU},
-                           {"cpu/jit", RunMode::Jit, kiln::kCPU}};
+                           {"cpu/jit", RunMode::Jit, kiln::kCPU},
+                           {"cpu/jit-symbolic", RunMode::Jit, kiln::kCPU, true}};
   if (with_cuda) {
     legs.push_back({"cuda/eager", RunMode::Eager, kiln::Device::parse("cuda")});
     legs.push_back({"cuda/jit", RunMode::Jit, kiln::Device::parse("cuda")});
@@ -129,7 +131,7 @@ std::optional<Mismatch> find_mismatch(const Program& p, const std::vector<Leg>& 
   const Outcome expected = run_program(p, legs[0].mode, legs[0].device);
   const kt::Tol tol = program_tolerance(p);
   for (size_t l = 1; l < legs.size(); ++l) {
-    const Outcome actual = run_program(p, legs[l].mode, legs[l].device);
+    const Outcome actual = run_program(p, legs[l].mode, legs[l].device, legs[l].symbolic_shapes);
     std::ostringstream os;
     if (!expected.error.empty() || !actual.error.empty()) {
       if (expected.error == actual.error) continue;

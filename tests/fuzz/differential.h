@@ -24,14 +24,18 @@ struct Outcome {
   std::string error_at;  // "iteration 1 step 4"
 };
 
-Outcome run_program(const Program& p, RunMode mode, Device device);
+// symbolic_shapes: the tracer's symbolic sizes (tracer/symbolic_shapes.h) on for the run.
+Outcome run_program(const Program& p, RunMode mode, Device device, bool symbolic_shapes = false);
 
 struct Leg {
   std::string name;  // "cpu/jit"
   RunMode mode;
   Device device;
+  bool symbolic_shapes = false;
 };
-// cpu/eager (the reference), cpu/interpreted, cpu/jit; with cuda: cuda/eager, cuda/jit.
+// cpu/eager (the reference), cpu/interpreted, cpu/jit, cpu/jit-symbolic (symbolic sizes
+// on: the shape sets of a program change sizes between iterations); with cuda:
+// cuda/eager, cuda/jit.
 std::vector<Leg> legs_for(bool with_cuda);
 
 // Tolerance for float values of a program: by its least precise float dtype.
