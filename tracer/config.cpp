@@ -42,8 +42,8 @@ TracerConfig load() {
   c.jit = env_int("KILN_JIT", 1) != 0;
   c.background_compile = env_int("KILN_COMPILE_SYNC", 0) == 0;
   c.speed_check = env_int("KILN_SPEED_CHECK", 0) != 0;
-  // Opt-in for now (docs/tracer.md, "Symbolic sizes").
-  c.symbolic_shapes = env_int("KILN_SYMBOLIC_SHAPES", 0) != 0;
+  // On by default; KILN_SYMBOLIC_SHAPES=0 makes every size its own variant.
+  c.symbolic_shapes = env_int("KILN_SYMBOLIC_SHAPES", 1) != 0;
   if (const char* passes = std::getenv("KILN_JIT_DISABLE")) c.jit_disable = split_list(passes);
   if (const char* logs = std::getenv("KILN_LOGS")) {
     try {
