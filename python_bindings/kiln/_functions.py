@@ -96,9 +96,11 @@ def _tensor_no_grad(data, dtype, device):
         import numpy as np
 
         arr = _numpy_supported(np.asarray(data, order="C"))
-        result = _C._from_array_interface(arr).clone()
+        # copied at the call, not by a traced clone that may replay lazily and read the
+        # array after the caller wrote it
+        result = _C._host_copy(_C._from_array_interface(arr))
     elif hasattr(data, "__dlpack__"):
-        result = from_dlpack(data).clone()
+        result = _C._host_copy(from_dlpack(data))
     else:
         flat, shape = [], []
         _flatten(data, shape, 0, flat)

@@ -9,11 +9,16 @@
 //              deleter); an unconsumed capsule calls the deleter when collected. CUDA
 //              tensors: kiln's stream is synchronized first, so the consumer's stream
 //              sees finished data whatever stream it uses.
+// copy, in:    _host_copy(t) copies a CPU tensor that wraps foreign memory (the two
+//              above) into a fresh tensor at once, outside the tracer: a traced clone
+//              could replay lazily and read the memory after its owner wrote it.
 // DLPack, in:  _from_dlpack_capsule(cap) wraps dl_tensor.data in a Storage whose release
 //              callback runs the producer's deleter (GIL held; for CUDA memory after
 //              kiln's stream has finished with it); the capsule is renamed
 //              "used_dltensor" so it is consumed exactly once.
 #include <dlpack/dlpack.h>
+
+#include <cstring>
 
 #include "common.h"
 #include "runtime/cuda_context.h"
@@ -132,6 +137,37 @@ Tensor from_array_interface(const bp::object& obj) {
   auto storage = Storage::wrap(reinterpret_cast<void*>(ptr), extent_bytes(sizes, strides, item),
                                kCPU, &release_pyobject, owner);
   return Tensor::make_view(storage, sizes, strides, 0, dtype);
+}
+
+// ---- copy of foreign memory
+
+// `src` wraps memory kiln does not own (numpy, a DLPack producer): its owner may write
+// it as soon as the call returns, so the copy is made here, element by element along its
+// strides, into a fresh tensor (no op, so no trace can defer it). Other devices clone.
+Tensor host_copy(const Tensor& src) {
+  if (!src.device().is_cpu() || src.is_lazy()) return src.clone();
+  Tensor out = Tensor::make(src.sizes(), src.dtype(), kCPU);
+  // A fresh tensor and a foreign wrap owe nothing to lazy work (see ops' from_vector).
+  lazy::PendingPause fresh(true);
+  const Dims sizes = src.sizes(), strides = src.strides();
+  const int64_t item = src.element_size(), n = dims_numel(sizes);
+  const auto* from = static_cast<const char*>(src.data_ptr());
+  auto* to = static_cast<char*>(out.data_ptr());
+  if (src.is_contiguous()) {
+    if (n > 0) std::memcpy(to, from, static_cast<size_t>(n * item));
+    return out;
+  }
+  Dims index(sizes.size(), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < sizes.size(); ++d) offset += index[d] * strides[d];
+    std::memcpy(to + i * item, from + offset * item, static_cast<size_t>(item));
+    for (size_t d = sizes.size(); d-- > 0;) {
+      if (++index[d] < sizes[d]) break;
+      index[d] = 0;
+    }
+  }
+  return out;
 }
 
 // ---- DLPack export
@@ -292,6 +328,7 @@ void register_interop() {
   bp::def("_to_dlpack", &to_dlpack);
   bp::def("_from_dlpack_capsule", &from_dlpack_capsule);
   bp::def("_from_array_interface", &from_array_interface);
+  bp::def("_host_copy", &host_copy);
 }
 
 }  // namespace kiln::python

@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("fresh_tracer")
 
 @pytest.fixture(autouse=True)
 def symbolic_on():
-    """Symbolic sizes are opt-in for now (KILN_SYMBOLIC_SHAPES=1, tracer.md)."""
+    """Symbolic sizes on, whatever KILN_SYMBOLIC_SHAPES says (the default is on)."""
     previous = kiln.set_config(symbolic_shapes=True)
     yield
     kiln.set_config(**previous)
@@ -160,3 +160,29 @@ def test_switched_off_every_size_is_its_own_variant(rng):
         assert len(report.recompiles) == 1 and not any(tr["symbolic"] for tr in report.traces)
     finally:
         kiln.set_config(symbolic_shapes=True)
+
+
+@pytest.mark.parametrize("symbolic", [True, False], ids=["symbolic", "exact"])
+@pytest.mark.parametrize("source", ["numpy", "torch"])
+def test_tensor_copies_its_data_at_the_call_while_a_walk_replays(rng, symbolic, source):
+    """kiln.tensor(array) is a copy made at the call: writing the array afterwards, before
+    the walk ends, changes neither the tensor nor what was computed from it. A traced
+    clone of the wrapped array replayed lazily and read the array at the boundary, after
+    the write: with symbolic sizes a loop over arrays of different sizes (load_state_dict,
+    the compat suite's first losses) replays too."""
+    from helpers import torch
+
+    if source == "torch" and torch is None:
+        pytest.skip("PyTorch is not importable here")
+    kiln.set_config(symbolic_shapes=symbolic)
+    for i in range(8):
+        n = 3 + i if symbolic else 5
+        a = rng.standard_normal((n, 4)).astype(np.float32)
+        want = a.astype(np.float64)
+        k = kiln.tensor(torch.from_numpy(a) if source == "torch" else a)
+        u = k * 2.0 + 1.0
+        a[:] = -7.0  # the caller reuses its buffer (torch.from_numpy shares it)
+        np.testing.assert_allclose(k.numpy(), want, rtol=1e-6, err_msg=f"iteration {i}")
+        np.testing.assert_allclose(u.numpy(), want * 2 + 1, rtol=1e-6, atol=1e-6,
+                                   err_msg=f"iteration {i}")
+    assert replays(kiln.explain()) > 0, str(kiln.explain())
