@@ -34,7 +34,9 @@ def test_fill_distributions_match_torch(name, kwargs, shape):
     kv = to_np(getattr(kiln.nn.init, name)(kiln.empty(shape), **kwargs)).ravel()
     tv = to_np(getattr(torch.nn.init, name)(torch.empty(shape), **kwargs)).ravel()
     assert abs(kv.std() - tv.std()) < 0.04 * tv.std()
-    assert abs(kv.mean() - tv.mean()) < 0.04 * tv.std() + 1e-12
+    # two sample means of n draws differ by std * sqrt(2 / n) typically: allow 5 of that
+    # (a fixed 0.04 * std was 2.8 standard errors at n = 10,000 and failed in CI)
+    assert abs(kv.mean() - tv.mean()) < 5 * tv.std() * (2 / kv.size) ** 0.5 + 1e-12
     if "uniform" in name:
         assert abs(kv.max() - tv.max()) < 0.01 * (tv.max() - tv.min())
         assert abs(kv.min() - tv.min()) < 0.01 * (tv.max() - tv.min())
