@@ -292,18 +292,25 @@ TEST_F(ProfilerTest, BreakCostsAddUpToTheMeasuredEagerTime) {
   prof.stop();
   const double outside_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // The tracer's clock wraps each recorded op's eager run (Tracer::record_op), and the
+  // op's profiler span is inside it. Only the clocks' nesting is compared, never a ratio
+  // of durations: a loaded machine (the CI sanitizer run) preempts anywhere, and a margin
+  // on durations failed there (other ops, item()'s copy to the host, were counted too).
   double op_ms = 0;
-  for (const pf::Event& e : prof.events())
-    if (e.kind == pf::Kind::Op) op_ms += e.ms();
+  int ops = 0;
+  for (const pf::Event& e : prof.events()) {
+    if (e.kind != pf::Kind::Op) continue;
+    if (e.name != "exp" && e.name != "mul" && e.name != "add" && e.name != "sum") continue;
+    op_ms += e.ms();
+    ++ops;
+  }
   const auto costs = prof.break_costs();
   ASSERT_EQ(costs.size(), 1u);
   const pf::BreakCost& b = costs[0];
   EXPECT_EQ(b.count, kIters);
   EXPECT_EQ(b.eager_ops, 4 * kIters);  // exp mul add sum, every iteration
-  // The tracer's clock wraps each eager op (the profiler's span is inside it): the break
-  // cost is at least the op time and at most the op time plus bookkeeping.
-  EXPECT_GE(b.eager_ms, 0.98 * op_ms) << "ops " << op_ms;
-  EXPECT_LE(b.eager_ms, 1.25 * op_ms + 0.05 * kIters) << "ops " << op_ms;
+  EXPECT_EQ(ops, 4 * kIters);
+  EXPECT_GE(b.eager_ms, op_ms - 1e-6) << "ops " << op_ms;
   EXPECT_LE(b.eager_ms, outside_ms);
   EXPECT_LT(b.est_saving_ms, 0);  // no replay measured: no basis for an estimate
   // explain() prices the same break the same way.
