@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "jit/plan_passes.h"
 #include "runtime/error.h"
 #include "tracer/config.h"
 
@@ -166,6 +167,8 @@ class Lowerer {
       const int v = plan_.canonical[r.index];
       auto it = values_.find(v);
       if (it != values_.end()) return it->second;
+      if (is_fill_scalar(p_.ops[v]))  // made here from its scalar (plan_passes.h)
+        return values_[v] = cast(scalar(v, 0), p_.ops[v].meta.dtype);
       const InputRef canon{InputRef::Kind::Value, v};
       KNode n;
       n.op = KOp::Load;

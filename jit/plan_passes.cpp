@@ -9,6 +9,13 @@ using tracer::InputRef;
 using tracer::TraceOp;
 using tracer::TraceProgram;
 
+bool is_fill_scalar(const TraceOp& op) {
+  if (op.op != OpId::Full || op.in_place) return false;
+  for (int64_t d : op.meta.sizes)
+    if (d != 1) return false;
+  return true;
+}
+
 namespace {
 
 bool is_live(const TraceProgram& p, int i) {
@@ -18,14 +25,6 @@ bool is_live(const TraceProgram& p, int i) {
 bool is_pointwise(OpFamily f, OpId op) {
   return f == OpFamily::Unary || f == OpFamily::Clamp || f == OpFamily::Binary ||
          f == OpFamily::Where || f == OpFamily::Random || op == OpId::Full;
-}
-
-// full() of one element: a scalar broadcast wherever it is read.
-bool is_fill_scalar(const TraceOp& op) {
-  if (op.op != OpId::Full) return false;
-  for (int64_t d : op.meta.sizes)
-    if (d != 1) return false;
-  return true;
 }
 
 bool is_row_op(OpId op) {
@@ -383,6 +382,11 @@ void mark_stored(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) 
     if (group_of[i] < 0 || op.in_place || live(i)) plan.stored[i] = 1;
     auto mark_read = [&](const InputRef& r) {
       const int v = value_input(r);
+      // A one-element fill read by another kernel group: that kernel makes the value
+      // itself from the fill's scalar (lower.cpp), nothing is stored.
+      if (v >= 0 && group_of[i] >= 0 && group_of[v] >= 0 && &r != &op.target &&
+          is_fill_scalar(p.ops[v]))
+        return;
       if (v >= 0 && group_of[v] != group_of[i]) plan.stored[v] = 1;
       if (v >= 0 && group_of[v] < 0) plan.stored[v] = 1;
     };

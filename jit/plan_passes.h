@@ -7,6 +7,10 @@
 
 namespace kiln::jit {
 
+// full() of one element, not in place: a scalar broadcast wherever it is read (a kernel
+// group reading it makes it from its scalar argument; nothing is loaded).
+bool is_fill_scalar(const tracer::TraceOp& op);
+
 // The plan before any pass: every op its own canonical, no steps, nothing stored.
 FusionPlan unplanned(const tracer::TraceProgram& program);
 

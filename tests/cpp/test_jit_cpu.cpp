@@ -567,3 +567,37 @@ TEST_F(JitCpu, DebugDumpWritesTraceIrLlvmIrAndTimes) {
   EXPECT_EQ(traces, 1);
   std::filesystem::remove_all(dir);
 }
+
+// The causal mask of nn.functional's attention composite: le(cols, rows) of [L, L] opens a
+// kernel group the one-element fill (-inf) joins; where(keep, scores, fill) over
+// [B, H, L, L] is the next group. The fill's value is made inside that group from its
+// scalar (not stored, not read from memory), so neither group falls back to eager kernels
+// (it did: "operand shape [] does not fit the group shape [16, 16]").
+TEST_F(JitCpu, OneElementFillReadByALaterGroupIsMadeThere) {
+  Tensor scores = random_tensor({2, 3, 16, 16});
+  Tensor rows = kiln::arange(16).unsqueeze(1), cols = kiln::arange(16).unsqueeze(0);
+  auto f = [&] {
+    Tensor keep = kiln::le(cols, rows);
+    Tensor masked = kiln::where(keep, scores, -std::numeric_limits<double>::infinity());
+    return kiln::softmax(masked * 0.5, -1);
+  };
+  Tensor fused = traced(f);
+  expect_matches(fused, eager(f), Tol{1e-6, 1e-6});
+  // Against float64: row r keeps columns <= r.
+  const Host s = read(scores);
+  Host ref = s;
+  for (int64_t b = 0; b < 6; ++b)
+    for (int64_t r = 0; r < 16; ++r) {
+      double m = -1e300, z = 0;
+      const int64_t base = (b * 16 + r) * 16;
+      for (int64_t c = 0; c <= r; ++c) m = std::max(m, 0.5 * s.v[base + c]);
+      for (int64_t c = 0; c <= r; ++c) z += std::exp(0.5 * s.v[base + c] - m);
+      for (int64_t c = 0; c < 16; ++c)
+        ref.v[base + c] = c <= r ? std::exp(0.5 * s.v[base + c] - m) / z : 0.0;
+    }
+  EXPECT_TRUE(all_close(fused, ref, Tol{2e-6, 2e-6}));
+  const tr::ExplainReport r = tr::explain();
+  ASSERT_FALSE(r.traces.empty());
+  for (const std::string& n : r.traces[0].notes)
+    EXPECT_EQ(n.find("fell back"), std::string::npos) << n;
+}
