@@ -55,12 +55,55 @@ Tensor conform(const Node& node, size_t i, Tensor g) {
   return g;
 }
 
+// A slice's gradient written straight into its place in the input's gradient buffer:
+// the buffer is zeros made here once (so no one else holds it), the first slice into a
+// part is copied, a later one into a part already written is added. A fused projection
+// split three ways (q, k, v) then costs one zero fill and three slice writes, not three
+// zero-filled full-size tensors and two full-size adds. The rule runs instead where the
+// buffer already holds a gradient kiln did not make (it may be held elsewhere) or the
+// gradient's dtype or device differs from the input's.
+struct OwnedBuffer {
+  std::vector<std::pair<int64_t, int64_t>> written;  // [start, end) along `dim`, step 1
+  int64_t dim = -1;
+  bool summed = false;  // another gradient was added in: every later slice adds
+};
+// The slice op of node n, if its gradient g can go straight into a buffer.
+const OpAttrs* slice_of(const Node& n, const Tensor& g) {
+  const auto* op = dynamic_cast<const OpNode*>(&n);
+  if (!op || op->call().op != OpId::Slice || n.inputs.size() != 1 || !g.defined()) return nullptr;
+  const ValueInfo& info = n.inputs[0];
+  if (g.dtype() != info.dtype || g.device() != info.device) return nullptr;
+  return &op->call().attrs;
+}
+void slice_into_buffer(const ValueInfo& info, const OpAttrs& a, const Tensor& g, Tensor& dst,
+                       OwnedBuffer& owned) {
+  if (!dst.defined()) {
+    dst = zeros(info.sizes, TensorOptions(info.dtype, info.device));
+    owned = OwnedBuffer{};
+  }
+  Tensor part = dst.slice(a.dim, a.start, a.end, a.step);
+  const int64_t lo = a.start, hi = a.start + part.size(a.dim);
+  bool fresh = !owned.summed && a.step == 1 && (owned.dim < 0 || owned.dim == a.dim);
+  for (const auto& [wlo, whi] : owned.written)
+    if (fresh && lo < whi && wlo < hi) fresh = false;
+  if (fresh) {
+    part.copy_(g);
+    owned.dim = a.dim;
+    owned.written.emplace_back(lo, hi);
+  } else {
+    part.add_(g);
+    owned.summed = true;  // written where `written` does not say: later slices add too
+  }
+}
+
 void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph,
          const Captures* captures, std::vector<Tensor>* captured) {
   NoGradScope no_grad;
   LibraryLoopScope in_backward;
   // Seed the root edges.
   std::unordered_map<Node*, TensorList> buffers;
+  // Gradient buffers made by slice_into_buffer (only kiln holds them), by (node, slot).
+  std::map<std::pair<const Node*, int>, OwnedBuffer> owned;
   std::vector<std::shared_ptr<Node>> keep;  // the graph stays alive while it runs
   std::vector<Edge> root_edges;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -125,6 +168,20 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
         }
       }
     }
+    if (!sink && n->next.size() == 1 && n->next[0].fn && !in.empty()) {
+      const Edge& e = n->next[0];
+      TensorList& buf = buffers[e.fn.get()];
+      buf.resize(static_cast<size_t>(e.fn->num_outputs()));
+      Tensor& dst = buf[static_cast<size_t>(e.slot)];
+      const std::pair<const Node*, int> key{e.fn.get(), e.slot};
+      const OpAttrs* slice = slice_of(*n, in[0]);
+      if (slice && (!dst.defined() || owned.count(key))) {
+        slice_into_buffer(n->inputs[0], *slice, in[0], dst, owned[key]);
+        if (!retain_graph) n->release();
+        if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
+        continue;
+      }
+    }
     TensorList out = sink ? TensorList(n->next.size()) : n->apply(in);
     if (!retain_graph) n->release();
     for (size_t i = 0; i < n->next.size(); ++i) {
@@ -135,7 +192,14 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
         TensorList& buf = buffers[e.fn.get()];
         buf.resize(static_cast<size_t>(e.fn->num_outputs()));
         Tensor& dst = buf[static_cast<size_t>(e.slot)];
-        dst = dst.defined() ? add(dst, g) : std::move(g);
+        // A sum is a new tensor; a gradient passed on as is may be held elsewhere.
+        if (dst.defined()) {
+          dst = add(dst, g);
+          if (auto o = owned.find({e.fn.get(), e.slot}); o != owned.end()) o->second.summed = true;
+        } else {
+          dst = std::move(g);
+          owned.erase({e.fn.get(), e.slot});
+        }
       }
       if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
     }

@@ -515,6 +515,14 @@ VIEW_CASES = {
     "chunk_uneven": lambda x: x.chunk(3, dim=2),
     "split_int": lambda x: x.split(2, dim=2),
     "split_sizes": lambda x: x.split([1, 3], dim=1),
+    # Slice gradients written into one buffer by the engine (ops/autograd/engine.cpp):
+    # pieces of a split used differently, the base used whole too; overlapping slices,
+    # slices along two dims and with a step (those add instead of copy).
+    "split_mixed_uses": lambda x: (lambda a, b, c: (a * 2, b.exp(), c * c, x * 3))(
+        *x.split([2, 2, 1], dim=2)),
+    "overlapping_slices": lambda x: (x[:, 1:3] * 2, x[:, 2:4].exp(), x[:, :, ::2] * 3),
+    "negative_slices": lambda x: (x[:, -3:] * 2, x[:, 1:3].exp(), x[:, :1]),
+    "slices_two_dims": lambda x: (x[1:] * 2, x[:, :, 1:4] * x[:, :, 1:4], x[:2, 1:]),
     "repeat": lambda x: x[:, :2].repeat(2, 1, 3),
     "gather_list": lambda x: x[[0, 2, 2]],
     "triu": lambda x: x[0].triu(1),
