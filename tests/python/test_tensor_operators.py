@@ -6,9 +6,11 @@ import operator
 
 import numpy as np
 import pytest
-import torch
 
 import kiln
+from helpers import requires_torch, torch
+
+pytestmark = requires_torch
 
 OPS = [operator.add, operator.sub, operator.mul, operator.truediv]
 
