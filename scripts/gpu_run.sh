@@ -45,7 +45,7 @@ cd "$ROOT" || exit 1
 OUT="${OUT:-/tmp/kiln-gpu-out}"
 mkdir -p "$OUT"
 G="$ROOT/.gpu"
-DEB_ROOT=/tmp/kilndeb
+DEB_ROOT="${KILN_DEB_ROOT:-/tmp/kilndeb}"  # KILN_DEB_ROOT: runs side by side need their own
 BUDGET_S="${KILN_GPU_BUDGET_S:-590}"
 START_S=$(date +%s)
 SUMMARY="$OUT/summary.txt"

@@ -5,6 +5,7 @@
 // the ops one by one through the eager kernels, the LLVM and CUDA backends (jit/) fuse.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,30 @@ inline Device home_device(const TraceProgram& program) {
   return program.ops.empty() ? Device() : program.ops[0].meta.device;
 }
 
+// A replay launched in parts while the walk still runs the user's code (pipelined replay,
+// replay.h): each part as soon as the walk has passed its last op, so the device computes
+// while the host walks. Made by Executable::start_partial(); holds the trace for its
+// run. The tracer calls launch_through() as the walk goes on, then finish() where the walk
+// ends at the trace's end, or abandon() where it leaves the trace.
+class PartialRun {
+ public:
+  virtual ~PartialRun() = default;
+  // The walk depth (ops walked) at which the next part may launch; SIZE_MAX when none.
+  virtual size_t next_launch_at() const = 0;
+  // Launches every part the walk has passed (`depth` ops walked) with the inputs and
+  // scalars seen so far. A part whose ops' values the user holds (`outputs`, per op) but
+  // the plan does not keep is not launched, nor any after it: they run at finish().
+  virtual void launch_through(size_t depth, const std::vector<Tensor>& externals,
+                              const std::vector<Scalar>& scalars,
+                              const std::vector<std::weak_ptr<TensorImpl>>& outputs) = 0;
+  // The rest, as Executable::run would have done the whole.
+  virtual void finish(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
+                      std::vector<Tensor>& values, const std::vector<bool>& wanted) = 0;
+  // The walk left the trace: values[i] for the ops [0, returned) that ran (every value a
+  // later op reads); the caller runs the rest.
+  virtual size_t abandon(const std::vector<Tensor>& externals, std::vector<Tensor>& values) = 0;
+};
+
 class Executable {
  public:
   virtual ~Executable() = default;
@@ -41,6 +66,9 @@ class Executable {
   virtual const char* backend_name() const = 0;
   // What stayed unfused or fell back, and why (shown by explain()).
   virtual std::vector<std::string> notes() const { return {}; }
+  // A run launched in parts (PartialRun), or nullptr where the backend launches a trace
+  // only as a whole.
+  virtual std::unique_ptr<PartialRun> start_partial() const { return nullptr; }
 };
 
 class TraceBackend {
@@ -54,6 +82,10 @@ class TraceBackend {
 // of the interpreting backend.
 void interpret(const TraceProgram& program, size_t count, const std::vector<Tensor>& externals,
                const std::vector<Scalar>& scalars, std::vector<Tensor>& values);
+// Runs ops [start, count), with values[0, start) holding what they read (PartialRun::abandon).
+void interpret_from(const TraceProgram& program, size_t start, size_t count,
+                    const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
+                    std::vector<Tensor>& values);
 
 TraceBackend& interpreting_backend();
 

@@ -43,9 +43,16 @@ class InterpretingBackend final : public TraceBackend {
 
 void interpret(const TraceProgram& program, size_t count, const std::vector<Tensor>& externals,
                const std::vector<Scalar>& scalars, std::vector<Tensor>& values) {
+  interpret_from(program, 0, count, externals, scalars, values);
+}
+
+void interpret_from(const TraceProgram& program, size_t start, size_t count,
+                    const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
+                    std::vector<Tensor>& values) {
   values.resize(program.ops.size());
   size_t next_scalar = 0;
-  for (size_t i = 0; i < count; ++i) {
+  for (size_t i = 0; i < start; ++i) next_scalar += program.ops[i].scalar_kinds.size();
+  for (size_t i = start; i < count; ++i) {
     const TraceOp& op = program.ops[i];
     OpCall call{op.op, {}, {}, op.attrs};
     for (const InputRef& ref : op.inputs) call.inputs.push_back(resolve(ref, externals, values));

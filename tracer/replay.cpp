@@ -1,5 +1,7 @@
 #include "tracer/replay.h"
 
+#include <stdexcept>
+
 #include "runtime/error.h"
 #include "tracer/backend.h"
 #include "tracer/config.h"
@@ -52,7 +54,45 @@ std::shared_ptr<const CompiledTrace> bind_sizes(const CompiledTrace& compiled, c
 
 }  // namespace
 
+void advance_partial(Walk& walk) {
+  const size_t depth = static_cast<size_t>(walk.node->depth);
+  if (walk.partial) {
+    if (depth >= walk.partial_next) {
+      walk.partial->launch_through(depth, walk.externals, walk.scalars, walk.outputs);
+      walk.partial_next = walk.partial->next_launch_at();
+    }
+    return;
+  }
+  if (walk.partial_probe == 0 || depth < static_cast<size_t>(walk.partial_probe)) return;
+  // Only where one compiled trace lies below (several variants: look again further on).
+  walk.partial_probe = static_cast<int>(depth) + kPartialProbeEvery;
+  const TraceNode* n = walk.node;
+  if (n->compiled_below != 1) return;
+  while (!n->compiled) {
+    const TraceNode* next = nullptr;
+    for (const auto& c : n->children)
+      if (c->compiled_below > 0) next = c.get();
+    if (!next) return;
+    n = next;
+  }
+  walk.partial_probe = 0;
+  const CompiledTrace& c = *n->compiled;
+  // Not where the replay must see the whole run at once: KILN_VERIFY's eager reference
+  // (taken before any in-place write), a symbolic trace's size binding, a CPU trace under
+  // the speed check (its trial times whole runs). Backends that launch only whole traces
+  // (the LLVM one: the host computes its kernels, nothing to overlap) return no PartialRun.
+  if (config().verify || c.symbolic() || (config().speed_check && home_device(c.program).is_cpu()))
+    return;
+  walk.partial = c.executable->start_partial();
+  if (!walk.partial) return;
+  walk.partial_node = n;
+  walk.partial_next = walk.partial->next_launch_at();
+  if (depth >= walk.partial_next) advance_partial(walk);
+}
+
 void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
+  if (walk.partial && walk.partial_node != &node)
+    throw std::logic_error("[tracer] a partial run ended at another trace than its own");
   std::shared_ptr<const CompiledTrace> bound =
       node.compiled->symbolic() ? bind_sizes(*node.compiled, walk, statistics) : nullptr;
   const CompiledTrace& compiled = bound ? *bound : *node.compiled;
@@ -76,11 +116,15 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
     // The speed trial's eager turn runs the same ops with the eager kernels (same values).
     const bool eager_turn = node.speed.eager_turn(compiled);
     const int64_t start = trace_clock_ns();
-    if (eager_turn)
+    if (walk.partial) {  // advance_partial started it: the rest of its parts
+      std::unique_ptr<PartialRun> partial = std::move(walk.partial);
+      partial->finish(walk.externals, walk.scalars, values, wanted);
+    } else if (eager_turn) {
       interpret(compiled.program, compiled.program.ops.size(), walk.externals, walk.scalars,
                 values);
-    else
+    } else {
       compiled.executable->run(walk.externals, walk.scalars, values, wanted);
+    }
     const int64_t took = trace_clock_ns() - start;
     statistics.replay_ns += took;
     statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());

@@ -8,6 +8,16 @@
 
 namespace kiln::tracer {
 
+// Pipelined replay: once one compiled trace alone lies below the walk's path (looked for
+// every kPartialProbeEvery ops until found) and its backend launches in parts
+// (PartialRun: the CUDA backend, in segments), each part is launched as soon as the walk
+// has passed it, so the GPU computes while the user's Python walks the rest; called after
+// each replayed op. replay_compiled() then launches the rest, and a walk that leaves the
+// trace keeps what ran (materialize, side_exit.h). Not under KILN_VERIFY, for symbolic or
+// CPU traces.
+inline constexpr int kPartialProbeEvery = 256;
+void advance_partial(Walk& walk);
+
 // Runs node.compiled for the walk (which ended at node) and binds its outputs; counts the
 // replay and its time in `statistics`, and in the trace's speed trial (speed_check.h),
 // which may leave the anchor eager once it is complete.

@@ -62,7 +62,13 @@ void materialize(Walk& walk, size_t count) {
   });
   std::vector<Tensor> values;
   const int64_t start = trace_clock_ns();
-  interpret(program, count, walk.externals, walk.scalars, values);
+  // A pipelined replay (replay.h) ran its first parts already: the rest from their values.
+  size_t done = 0;
+  if (walk.partial) {
+    std::unique_ptr<PartialRun> partial = std::move(walk.partial);
+    done = partial->abandon(walk.externals, values);
+  }
+  interpret_from(program, done, count, walk.externals, walk.scalars, values);
   walk.eager_ns += trace_clock_ns() - start;
   bind_outputs(walk, values);
 }

@@ -221,6 +221,16 @@ Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tenso
   if (walk_.anchor->symbolic) walk_.metas.push_back(meta);
   walk_.commit(child, call, new_externals, value);
   ++statistics_.ops_replayed;
+  if (walk_.partial || walk_.partial_probe > 0) {
+    try {
+      WalkBoundaryScope boundary(walk_.in_boundary);
+      advance_partial(walk_);
+    } catch (...) {
+      fail_pending_values(walk_, std::current_exception());
+      walk_.clear();
+      throw;
+    }
+  }
   return value;
 }
 

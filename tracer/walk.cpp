@@ -67,6 +67,10 @@ void Walk::clear() {
   heads.clear();
   run_site = 0;
   run_start = 0;
+  partial.reset();
+  partial_node = nullptr;
+  partial_next = SIZE_MAX;
+  partial_probe = 1;
   lazy::tls_pending = false;
 }
 

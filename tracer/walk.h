@@ -6,12 +6,14 @@
 // matching; the Tracer (tracer.h) drives it op by op.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "ops/dispatch.h"
+#include "tracer/backend.h"
 #include "tracer/break_reason.h"
 #include "tracer/impl_map.h"
 #include "tracer/trace_tree.h"
@@ -83,6 +85,12 @@ struct Walk {
   OpId run_op{};
   SiteId run_site = 0;
   int run_start = 0;
+  // Pipelined replay (replay.h): the run of the one compiled trace below this walk's path,
+  // launched in parts as the walk passes them; partial_node holds that trace.
+  std::unique_ptr<PartialRun> partial;
+  const TraceNode* partial_node = nullptr;
+  size_t partial_next = SIZE_MAX;  // the depth at which partial launches its next part
+  int partial_probe = 1;           // the depth of the next look for that trace (0: done)
   // Set while the tracer runs its own work (a boundary, a side exit): ops then run
   // untraced. Not part of a walk's state: clear() keeps it.
   bool in_boundary = false;

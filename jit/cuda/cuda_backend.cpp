@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 
 #include "jit/compile_driver.h"
@@ -21,6 +22,7 @@
 #include "jit/cuda/cuda_graph_plan.h"
 #include "jit/cuda/matmul_epilogue.h"
 #include "jit/cuda/nvrtc_compiler.h"
+#include "jit/cuda/step_profile.h"
 #include "jit/fused_trace.h"
 #include "ops/dispatch.h"
 #include "runtime/cuda_context.h"
@@ -76,12 +78,13 @@ class FusedCudaTrace final : public FusedTrace {
         compile_note_(std::move(compile_note)),
         folds_(std::move(folds)),
         gemms_(std::move(gemms)),
-        device_(device),
-        graph_(device.index) {
+        device_(device) {
     if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::string(g) == "0")
       graph_off_ = "KILN_CUDA_GRAPHS=0";
+    if (step_profile::enabled()) graph_off_ = "KILN_CUDA_STEP_PROFILE=1";
     for (const Step& step : plan_.steps)
       host_ops_ += step.kind == Step::Kind::Library && program_.ops[step.op].meta.device != device_;
+    plan_segments();
   }
 
   void run(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
@@ -96,21 +99,64 @@ class FusedCudaTrace final : public FusedTrace {
     // current (on cuda:1 with cuda:0 current, a kernel-node update failed with
     // cudaErrorInvalidValue).
     cuda_context::DeviceScope device_scope(device_.index);
-    const size_t n = program_.ops.size();
-    std::vector<Tensor> v(n);
-    std::vector<Tensor> user(n);  // escaping library values: the copy the user gets
-    // 1. Tensors, calls and argument words for this run; nothing is launched yet.
-    std::vector<OpCall> calls(plan_.steps.size());
-    std::vector<std::vector<int64_t>> args(plan_.steps.size());
+    RunState st(program_.ops.size(), plan_.steps.size());
+    for (size_t k = 0; k < segments_.size(); ++k) launch_segment(st, k, externals, scalars);
+    finish_run(st, externals, scalars, values, wanted);
+  }
+
+  std::unique_ptr<tracer::PartialRun> start_partial() const override;
+
+  struct CallSignature {
+    std::vector<const void*> pointers;  // inputs, then the output
+    std::vector<bool> contiguous;
+    std::vector<double> scalars;
+    bool operator==(const CallSignature& o) const {
+      return pointers == o.pointers && scalars == o.scalars;
+    }
+  };
+
+  // One run's tensors and launch words, filled segment by segment: run() does every
+  // segment at once; a partial run (tracer/backend.h) each once the walk has passed it.
+  struct RunState {
+    RunState(size_t ops, size_t steps)
+        : v(ops), user(ops), calls(steps), args(steps), signature(steps) {}
+    std::vector<Tensor> v;
+    std::vector<Tensor> user;  // escaping library values: the copy the user gets
+    std::vector<OpCall> calls;
+    std::vector<std::vector<int64_t>> args;
     // What the library calls see, per step: input and output pointers, scalars.
-    std::vector<CallSignature> signature(plan_.steps.size());
+    std::vector<CallSignature> signature;
+    size_t segments_done = 0;
+  };
+
+  // A trace's steps are launched in segments, each with its own CUDA graph; a segment
+  // ends where no step before it uses an op after it, so the walk can launch it once it
+  // has passed the segment's last op (ops_end). Short traces are one segment.
+  struct Segment {
+    explicit Segment(int device) : graph(device) {}
+    size_t first_step = 0, end_step = 0;
+    size_t ops_end = 0;  // the walk depth after which the segment's inputs are all known
+    CudaGraphPlan graph;
+    std::vector<CallSignature> signature;
+    std::string off;  // why this segment's graph is not used ("" while it is)
+    int recaptures_in_a_row = 0;
+  };
+
+  void launch_segment(RunState& st, size_t k, const std::vector<Tensor>& externals,
+                      const std::vector<Scalar>& scalars) const {
+    Segment& seg = *segments_[k];
+    std::vector<Tensor>& v = st.v;
+    std::vector<Tensor>& user = st.user;
+    std::vector<OpCall>& calls = st.calls;
+    std::vector<std::vector<int64_t>>& args = st.args;
     // Per library step, the copies into its moving inputs' staging buffers (see
     // stage_moving_inputs), issued just before the call.
     std::map<int, std::vector<StageCopy>> stage_copies;
     // Steps run on the host before the launch, in step order: host-side ops (a batch built
     // on the CPU) and the copies of host tensors in.
     std::vector<int> uploads;
-    for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    // 1. Tensors, calls and argument words for this segment; nothing is launched yet.
+    for (size_t s = seg.first_step; s < seg.end_step; ++s) {
       const Step& step = plan_.steps[s];
       if (step.kind == Step::Kind::View) {
         run_eager_step(step, externals, scalars, v, Tensor());
@@ -148,7 +194,7 @@ class FusedCudaTrace final : public FusedTrace {
         v[i] = library_output(i, externals, v);
         if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
         stage_moving_inputs(static_cast<int>(s), calls[s], v[i], stage_copies);
-        CallSignature& sig = signature[s];
+        CallSignature& sig = st.signature[s];
         for (const Tensor& t : calls[s].inputs) {
           sig.pointers.push_back(t.defined() ? t.data_ptr() : nullptr);
           sig.contiguous.push_back(!t.defined() || t.is_contiguous());
@@ -179,62 +225,77 @@ class FusedCudaTrace final : public FusedTrace {
         a[static_cast<size_t>(k.layout.work_at())] = k.lowered.work;
       }
     }
-    // 2. Launch: patch and replay the graph, record it (again), or launch directly.
-    // Every step in order; while patching a recorded graph (library calls are in it
-    // already, with the same arguments) only the kernel and copy nodes are revisited.
-    // The escaping library values are copied out last: a later step may still write
-    // into one in place (`empty(...).fill_(x)`, `cat(...).mul_(2)`).
+    // 2. Launch: patch and replay the segment's graph, record it (again), or launch
+    // directly. Every step in order; while patching a recorded graph (library calls are in
+    // it already, with the same arguments) only the kernel and copy nodes are revisited.
+    // An escaping library value is copied out in the segment of the last step that writes
+    // into it in place (`empty(...).fill_(x)`, `cat(...).mul_(2)`), or its own.
+    std::unique_ptr<step_profile::Run> timing;
+    if (step_profile::enabled()) timing = std::make_unique<step_profile::Run>(device_.index);
     auto launch_steps = [&](bool patching) {
-      for (size_t s = 0; s < plan_.steps.size(); ++s) {
+      for (size_t s = seg.first_step; s < seg.end_step; ++s) {
         const Step& step = plan_.steps[s];
         if (step.kind == Step::Kind::Library) {
           if (std::find(uploads.begin(), uploads.end(), static_cast<int>(s)) != uploads.end())
             continue;  // ran before the launch
+          if (timing) timing->begin();
           if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
-            for (const StageCopy& sc : c->second) graph_.copy(sc.id, sc.dst, sc.src, sc.bytes);
+            for (const StageCopy& sc : c->second) seg.graph.copy(sc.id, sc.dst, sc.src, sc.bytes);
           if (!patching) run_library_step(static_cast<int>(s), calls[s], v[step.op]);
+          if (timing) timing->end(step_label(s));
         } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
           const CudaKernel& k = *kernels_[s];
-          graph_.kernel(static_cast<int>(s), k.fn, k.grid, k.block, k.block_y, args[s]);
+          if (timing) timing->begin();
+          seg.graph.kernel(static_cast<int>(s), k.fn, k.grid, k.block, k.block_y, args[s]);
+          if (timing) timing->end(step_label(s));
         }
       }
-      for (size_t s = 0; s < plan_.steps.size(); ++s) {
-        const Step& step = plan_.steps[s];
-        const int i = step.op;
-        if (step.kind == Step::Kind::Library && user[i].defined() && v[i].numel() > 0)
-          graph_.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
-                      static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
+      for (size_t s : copy_outs_[k]) {
+        const int i = plan_.steps[s].op;
+        if (user[i].defined() && v[i].numel() > 0)
+          seg.graph.copy(static_cast<int>(s), user[i].data_ptr(), v[i].data_ptr(),
+                         static_cast<size_t>(v[i].numel()) * itemsize(v[i].dtype()));
       }
     };
     auto launch_all = [&] { launch_steps(false); };
     for (int s : uploads) run_library_step(s, calls[s], v[plan_.steps[s].op]);
-    if (!graph_off_.empty()) {
+    const std::vector<CallSignature> signature(st.signature.begin() + seg.first_step,
+                                               st.signature.begin() + seg.end_step);
+    if (!graph_off_.empty() || !seg.off.empty()) {
       launch_all();
-    } else if (graph_.recorded() && signature == signature_) {
-      graph_.begin_patch();
+    } else if (seg.graph.recorded() && signature == seg.signature) {
+      seg.graph.begin_patch();
       launch_steps(true);
-      graph_.launch();
-      recaptures_in_a_row_ = 0;
+      seg.graph.launch();
+      seg.recaptures_in_a_row = 0;
     } else {
       std::string why;
-      if (graph_.recorded() && ++recaptures_in_a_row_ > 3) {
-        graph_off_ = "the library calls' arguments changed on 4 replays in a row (last: " +
-                     what_changed(signature) + ")";
+      if (seg.graph.recorded() && ++seg.recaptures_in_a_row > 3) {
+        seg.off = "the library calls' arguments changed on 4 replays in a row (last: " +
+                  what_changed(seg, signature) + ")";
         launch_all();
-      } else if (graph_.record_and_launch(launch_all, &why)) {
-        signature_ = signature;
+      } else if (seg.graph.record_and_launch(launch_all, &why)) {
+        seg.signature = signature;
       } else {
-        graph_off_ = "the stream could not be captured (" + why + ")";
-        tracer::log_line(tracer::kLogPerf, "cuda graph given up: " + graph_off_);
+        seg.off = "the stream could not be captured (" + why + ")";
+        tracer::log_line(tracer::kLogPerf, "cuda graph given up: " + seg.off);
         launch_all();
       }
     }
-    // The user gets the copies of escaping library values, and views of them must view
-    // the copies too, not the staging buffers the next replay overwrites.
+    if (timing) timing->finish();
+    st.segments_done = k + 1;
+  }
+
+  // After the last segment: the user gets the copies of escaping library values, and views
+  // of them must view the copies too, not the staging buffers the next replay overwrites.
+  void finish_run(RunState& st, const std::vector<Tensor>& externals,
+                  const std::vector<Scalar>& scalars, std::vector<Tensor>& values,
+                  const std::vector<bool>& wanted) const {
+    std::vector<Tensor>& v = st.v;
     bool replaced = false;
-    for (size_t i = 0; i < n; ++i) {
-      if (!user[i].defined()) continue;
-      v[i] = user[i];
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!st.user[i].defined()) continue;
+      v[i] = st.user[i];
       replaced = true;
     }
     if (replaced) {
@@ -249,9 +310,22 @@ class FusedCudaTrace final : public FusedTrace {
     std::vector<std::string> out = FusedTrace::notes();
     if (!compile_note_.empty()) out.push_back("nvrtc: " + compile_note_);
     std::lock_guard<std::mutex> lock(mutex_);
-    const GraphStats& g = graph_.stats();
-    if (!graph_off_.empty())
-      out.push_back("cuda graph off: " + graph_off_ + "; kernels launched one by one");
+    GraphStats g;
+    std::string off = graph_off_;
+    for (const auto& seg : segments_) {
+      const GraphStats& x = seg->graph.stats();
+      g.captures += x.captures;
+      g.recaptures += x.recaptures;
+      g.launches += x.launches;
+      g.kernel_updates += x.kernel_updates;
+      g.copy_updates += x.copy_updates;
+      if (off.empty()) off = seg->off;
+    }
+    if (!off.empty()) out.push_back("cuda graph off: " + off + "; kernels launched one by one");
+    if (segments_.size() > 1)
+      out.push_back("cuda graph: " + std::to_string(segments_.size()) +
+                    " segments, each launched once the walk has passed it (" +
+                    std::to_string(partial_launches_) + " launched early)");
     if (host_ops_ > 0)
       out.push_back("cuda graph: " + std::to_string(host_ops_) +
                     " host-side op(s) run on the CPU before each launch");
@@ -270,22 +344,140 @@ class FusedCudaTrace final : public FusedTrace {
   }
 
  private:
-  struct CallSignature {
-    std::vector<const void*> pointers;  // inputs, then the output
-    std::vector<bool> contiguous;
-    std::vector<double> scalars;
-    bool operator==(const CallSignature& o) const {
-      return pointers == o.pointers && scalars == o.scalars;
+  friend class CudaPartialRun;
+
+  // Cuts the steps into segments (see Segment) of at least kSegmentOps ops where a cut is
+  // possible: no step before it reads or writes an op after it, and every op after it that
+  // reads (or writes into) an op before it finds that op's value kept (stored by its
+  // kernel, or made by a view or library step), so that a walk leaving the trace after a
+  // cut can run the rest eagerly from the values the launched segments made. Then the
+  // segment of each escaping library value's copy-out: that of the last step writing into
+  // it in place, or its own.
+  void plan_segments() {
+    static constexpr size_t kSegmentOps = 256;
+    const size_t n = program_.ops.size(), steps = plan_.steps.size();
+    std::vector<size_t> lo(steps, n), hi(steps, 0);
+    for (size_t s = 0; s < steps; ++s) {
+      const Step& step = plan_.steps[s];
+      if (step.kind == Step::Kind::Kernel) {
+        for (int i : step.group.ops) {
+          lo[s] = std::min(lo[s], static_cast<size_t>(i));
+          hi[s] = std::max(hi[s], static_cast<size_t>(i));
+        }
+      } else {
+        lo[s] = hi[s] = static_cast<size_t>(step.op);
+      }
     }
-  };
+    // blocked[b]: a cut before op b would leave an op >= b reading a value not kept.
+    std::vector<int> blocked_delta(n + 2, 0);
+    auto kept = [&](size_t i) {
+      const int c = plan_.canonical[i];
+      if (c < 0) return false;
+      const int st = plan_.step_of[c];
+      return plan_.stored[c] || (st >= 0 && plan_.steps[st].kind != Step::Kind::Kernel);
+    };
+    std::vector<size_t> last_reader(n, 0);
+    for (size_t j = 0; j < n; ++j) {
+      const TraceOp& op = program_.ops[j];
+      auto read = [&](const InputRef& r) {
+        if (r.kind == InputRef::Kind::Value)
+          last_reader[r.index] = std::max(last_reader[r.index], j);
+      };
+      for (const InputRef& r : op.inputs) read(r);
+      if (op.in_place) read(op.target);
+    }
+    for (size_t i = 0; i < n; ++i)
+      if (last_reader[i] > i && !kept(i)) {  // cuts at b in (i, last_reader] are blocked
+        ++blocked_delta[i + 1];
+        --blocked_delta[last_reader[i] + 1];
+      }
+    std::vector<uint8_t> blocked(n + 1, 0);
+    for (size_t b = 0, run = 0; b <= n; ++b) {
+      run += blocked_delta[b];
+      blocked[b] = run > 0;
+    }
+    segments_.clear();
+    size_t first = 0, seg_ops_start = 0, prefix_hi = 0;
+    std::vector<size_t> suffix_lo(steps + 1, n);
+    for (size_t s = steps; s-- > 0;) suffix_lo[s] = std::min(suffix_lo[s + 1], lo[s]);
+    for (size_t s = 0; s < steps; ++s) {
+      prefix_hi = std::max(prefix_hi, hi[s]);
+      const size_t cut = prefix_hi + 1;  // ops [seg_ops_start, cut) are in steps <= s
+      if (s + 1 < steps && cut <= suffix_lo[s + 1] && !blocked[cut] &&
+          cut - seg_ops_start >= kSegmentOps && n - cut >= kSegmentOps) {
+        auto seg = std::make_unique<Segment>(device_.index);
+        seg->first_step = first;
+        seg->end_step = s + 1;
+        seg->ops_end = cut;
+        segments_.push_back(std::move(seg));
+        first = s + 1;
+        seg_ops_start = cut;
+      }
+    }
+    auto last = std::make_unique<Segment>(device_.index);
+    last->first_step = first;
+    last->end_step = steps;
+    last->ops_end = n;
+    segments_.push_back(std::move(last));
+    // Copy-outs.
+    std::vector<size_t> segment_of_step(steps, 0);
+    for (size_t k = 0; k < segments_.size(); ++k)
+      for (size_t s = segments_[k]->first_step; s < segments_[k]->end_step; ++s)
+        segment_of_step[s] = k;
+    copy_outs_.assign(segments_.size(), {});
+    copy_segment_.assign(steps, -1);
+    for (size_t s = 0; s < steps; ++s) {
+      const Step& step = plan_.steps[s];
+      if (step.kind != Step::Kind::Library) continue;
+      const int i = step.op;
+      if (!plan_.escapes[i] || program_.ops[i].in_place) continue;
+      size_t last_write = s;
+      for (size_t j = static_cast<size_t>(i) + 1; j < n; ++j) {
+        const TraceOp& w = program_.ops[j];
+        if (!w.in_place || plan_.canonical[j] != static_cast<int>(j)) continue;
+        const InputRef root = in_place_root(program_, w.target);
+        if (root.kind == InputRef::Kind::Value && root.index == i && plan_.step_of[j] >= 0)
+          last_write = std::max(last_write, static_cast<size_t>(plan_.step_of[j]));
+      }
+      const size_t k = segment_of_step[last_write];
+      copy_outs_[k].push_back(s);
+      copy_segment_[s] = static_cast<int>(k);
+    }
+  }
+
+  // A step's name in the step profile: its op names and shape ("matmul [96, 256, 256]",
+  // "fused mul,where,softmax [16, 6, 256, 256]").
+  std::string step_label(size_t s) const {
+    const Step& step = plan_.steps[s];
+    if (step.kind == Step::Kind::Library) {
+      const TraceOp& op = program_.ops[step.op];
+      std::string label = std::string(folds_.count(static_cast<int>(s)) ? "gemm+epilogue " : "") +
+                          op_name(op.op) + " " + dims_str(op.meta.sizes);
+      for (const InputRef& r : op.inputs)
+        if (r.kind == InputRef::Kind::Value)
+          label += " <" + dims_str(program_.ops[r.index].meta.sizes) + ">";
+      return label;
+    }
+    std::string names;
+    int shown = 0;
+    for (int i : step.group.ops) {
+      if (shown++ == 8) {
+        names += ",...";
+        break;
+      }
+      names += (names.empty() ? "" : ",") + std::string(op_name(program_.ops[i].op));
+    }
+    return "fused " + names + " " + dims_str(step.group.shape) +
+           (step.group.reduced_dims ? " rows" : "");
+  }
 
   // The first library call whose arguments differ from the captured ones, for the note
   // that says why the graph was given up.
-  std::string what_changed(const std::vector<CallSignature>& now) const {
-    for (size_t s = 0; s < now.size() && s < signature_.size(); ++s) {
-      const CallSignature &a = now[s], &b = signature_[s];
+  std::string what_changed(const Segment& seg, const std::vector<CallSignature>& now) const {
+    for (size_t q = 0; q < now.size() && q < seg.signature.size(); ++q) {
+      const CallSignature &a = now[q], &b = seg.signature[q];
       if (a == b) continue;
-      const std::string op = program_.ops[plan_.steps[s].op].str();
+      const std::string op = program_.ops[plan_.steps[seg.first_step + q].op].str();
       for (size_t j = 0; j < a.pointers.size() && j < b.pointers.size(); ++j) {
         if (a.pointers[j] == b.pointers[j]) continue;
         const bool out = j + 1 == a.pointers.size();
@@ -395,10 +587,11 @@ class FusedCudaTrace final : public FusedTrace {
   std::map<int, std::unique_ptr<LtMatmul>> gemms_;    // ... and their cuBLASLt plans
   Device device_;
   mutable std::mutex mutex_;
-  mutable CudaGraphPlan graph_;
-  mutable std::vector<CallSignature> signature_;
-  mutable std::string graph_off_;  // why the graph is not used ("" while it is)
-  mutable int recaptures_in_a_row_ = 0;
+  std::vector<std::unique_ptr<Segment>> segments_;
+  std::vector<std::vector<size_t>> copy_outs_;  // per segment: the steps copied out at its end
+  std::vector<int> copy_segment_;               // per step: the segment of its copy-out, or -1
+  std::string graph_off_;                       // why no graph is used ("" while they are)
+  mutable int64_t partial_launches_ = 0;        // segments launched before the walk ended
   mutable std::map<int, Tensor> staging_;
   mutable std::map<int, Tensor> uploads_;  // by op: where a host tensor is copied in
   int host_ops_ = 0;                       // library steps that are host-side ops
@@ -410,6 +603,130 @@ class FusedCudaTrace final : public FusedTrace {
   mutable std::map<std::pair<int, int>, Stage> stages_;            // by (step, input)
   mutable std::map<std::pair<int, int>, const void*> last_input_;  // until a slot moves
 };
+
+// A FusedCudaTrace's run launched segment by segment as the walk passes them
+// (tracer::PartialRun). It holds the trace's lock from start to finish or abandon.
+class CudaPartialRun final : public tracer::PartialRun {
+ public:
+  explicit CudaPartialRun(const FusedCudaTrace& trace)
+      : t_(trace), lock_(trace.mutex_), st_(trace.program_.ops.size(), trace.plan_.steps.size()) {}
+
+  size_t next_launch_at() const override {
+    return stopped_ || st_.segments_done >= t_.segments_.size()
+               ? SIZE_MAX
+               : t_.segments_[st_.segments_done]->ops_end;
+  }
+
+  void launch_through(size_t depth, const std::vector<Tensor>& externals,
+                      const std::vector<Scalar>& scalars,
+                      const std::vector<std::weak_ptr<TensorImpl>>& outputs) override {
+    cuda_context::DeviceScope device_scope(t_.device_.index);
+    while (depth >= next_launch_at()) {
+      const size_t k = st_.segments_done;
+      const size_t begin = k == 0 ? 0 : t_.segments_[k - 1]->ops_end;
+      const size_t end = t_.segments_[k]->ops_end;
+      std::vector<bool> held(t_.program_.ops.size(), false);
+      for (size_t i = begin; i < end && i < outputs.size(); ++i) held[i] = !outputs[i].expired();
+      if (t_.must_interpret(held)) {
+        stopped_ = true;
+        return;
+      }
+      t_.launch_segment(st_, k, externals, scalars);
+      ++t_.partial_launches_;
+    }
+  }
+
+  void finish(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
+              std::vector<Tensor>& values, const std::vector<bool>& wanted) override {
+    cuda_context::DeviceScope device_scope(t_.device_.index);
+    const size_t done_ops = ops_done();
+    std::vector<bool> rest(wanted);
+    for (size_t i = 0; i < done_ops && i < rest.size(); ++i) rest[i] = false;
+    if (t_.must_interpret(rest)) {
+      const size_t start = abandon(externals, values);
+      tracer::interpret_from(t_.program_, start, t_.program_.ops.size(), externals, scalars,
+                             values);
+      return;
+    }
+    for (size_t k = st_.segments_done; k < t_.segments_.size(); ++k)
+      t_.launch_segment(st_, k, externals, scalars);
+    t_.finish_run(st_, externals, scalars, values, wanted);
+  }
+
+  size_t abandon(const std::vector<Tensor>& externals, std::vector<Tensor>& values) override {
+    cuda_context::DeviceScope device_scope(t_.device_.index);
+    const size_t n = t_.program_.ops.size();
+    // Escaping library values of the launched segments whose copy-out belongs to a later
+    // segment (an in-place write that never ran): copied now.
+    for (size_t k = 0; k < st_.segments_done; ++k) {
+      const auto& seg = *t_.segments_[k];
+      for (size_t s = seg.first_step; s < seg.end_step; ++s) {
+        if (t_.copy_segment_[s] < static_cast<int>(st_.segments_done)) continue;
+        const int i = t_.plan_.steps[s].op;
+        const Tensor &dst = st_.user[i], &src = st_.v[i];
+        if (!dst.defined() || src.numel() == 0) continue;
+        cuda_context::copy_device_to_device(
+            dst.data_ptr(), t_.device_.index, src.data_ptr(), t_.device_.index,
+            static_cast<size_t>(src.numel()) * itemsize(src.dtype()));
+      }
+    }
+    std::vector<Tensor>& v = st_.v;
+    for (size_t i = 0; i < n; ++i)
+      if (st_.user[i].defined()) v[i] = st_.user[i];
+    const size_t done_ops = ops_done();
+    values.assign(n, Tensor());
+    // Arena values are copied out: the ops run eagerly next may make views of them that
+    // the user keeps, and the next replay reuses the arena.
+    std::vector<Tensor> copies(n);
+    for (size_t i = 0; i < done_ops; ++i) {
+      const int c = t_.plan_.canonical[i];
+      if (c < 0 || !v[static_cast<size_t>(c)].defined()) continue;
+      const Tensor& x = v[static_cast<size_t>(c)];
+      if (t_.memory_.offset[static_cast<size_t>(c)] >= 0 && !st_.user[c].defined() &&
+          !t_.program_.ops[static_cast<size_t>(c)].in_place && x.is_contiguous()) {
+        Tensor& copy = copies[static_cast<size_t>(c)];
+        if (!copy.defined()) {
+          copy = Tensor::make(x.sizes(), x.dtype(), x.device());
+          cuda_context::copy_device_to_device(copy.data_ptr(), t_.device_.index, x.data_ptr(),
+                                              t_.device_.index,
+                                              static_cast<size_t>(x.numel()) * itemsize(x.dtype()));
+        }
+        values[i] = copy;
+      } else {
+        values[i] = x;
+      }
+    }
+    // Views made in the launched segments look at the copies too.
+    for (size_t i = 0; i < done_ops; ++i) {
+      const TraceOp& op = t_.program_.ops[i];
+      if (op_info(op.op).family != OpFamily::View || t_.plan_.canonical[i] != static_cast<int>(i))
+        continue;
+      OpCall call{op.op, {}, {}, op.attrs};
+      for (const InputRef& r : op.inputs)
+        call.inputs.push_back(r.kind == InputRef::Kind::External ? externals[r.index]
+                                                                 : values[r.index]);
+      values[i] = execute(call, infer_output(call));
+    }
+    st_.segments_done = t_.segments_.size();  // nothing more to launch
+    stopped_ = true;
+    return done_ops;
+  }
+
+ private:
+  size_t ops_done() const {
+    return st_.segments_done == 0 ? 0 : t_.segments_[st_.segments_done - 1]->ops_end;
+  }
+
+  const FusedCudaTrace& t_;
+  std::lock_guard<std::mutex> lock_;
+  FusedCudaTrace::RunState st_;
+  bool stopped_ = false;
+};
+
+std::unique_ptr<tracer::PartialRun> FusedCudaTrace::start_partial() const {
+  if (segments_.size() < 2) return nullptr;
+  return std::make_unique<CudaPartialRun>(*this);
+}
 
 // One attempt's CUDA code: the epilogue pass's GEMMs, then the CUDA C of every kernel
 // group, each named by a hash of its definition (identical groups share one kernel),

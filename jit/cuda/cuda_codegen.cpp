@@ -346,23 +346,49 @@ class Emitter {
     }
   }
 
-  // The element-at-a-time loop from `start`, with offsets from the flat index.
+  // The element-at-a-time loop from `start`, with offsets from the flat index. Over more
+  // than one dim the index is split by division; 64-bit division is a long software
+  // sequence on the GPU, so a launch of fewer than 2^31 elements (all but the largest)
+  // splits a 32-bit index instead (offsets stay 64-bit).
   void scalar_loop(const std::string& start) {
-    line("for (long long i = " + start + "; i < work; i += step) {");
+    if (l_.rank == 1) {
+      scalar_loop_of("long long", start);
+      return;
+    }
+    line("if (work <= 0x7fffffffLL) {");
+    ++indent_;
+    scalar_loop_of("unsigned", start);
+    --indent_;
+    line("} else {");
+    ++indent_;
+    scalar_loop_of("long long", start);
+    --indent_;
+    line("}");
+  }
+  void scalar_loop_of(const std::string& index_type, const std::string& start) {
+    const bool narrow = index_type != "long long";
+    auto size_of = [&](int d) {
+      return narrow ? "static_cast<unsigned>(" + shape(d) + ")" : shape(d);
+    };
+    line("for (" + index_type +
+         " i = " + (narrow ? "static_cast<unsigned>(" + start + ")" : start) + "; i < " +
+         (narrow ? "static_cast<unsigned>(work)" : "work") +
+         "; i += " + (narrow ? "static_cast<unsigned>(step)" : "step") + ") {");
     ++indent_;
     std::vector<std::string> off(l_.operands, "0");
     if (l_.rank == 1) {
       for (int o = 0; o < l_.operands; ++o) off[o] = inner_offset(o, "i");
     } else {
-      line("long long r = i;");
+      line(index_type + " r = i;");
       for (int d = l_.rank - 1; d >= 0; --d) {
         const std::string idx = "i" + std::to_string(d);
         if (d > 0) {
-          line("const long long " + idx + " = r % " + shape(d) + ";");
-          line("r /= " + shape(d) + ";");
+          line("const " + index_type + " " + idx + "_ = r % " + size_of(d) + ";");
+          line("r /= " + size_of(d) + ";");
         } else {
-          line("const long long " + idx + " = r;");
+          line("const " + index_type + " " + idx + "_ = r;");
         }
+        line("const long long " + idx + " = " + idx + "_;");
         for (int o = 0; o < l_.operands; ++o) {
           const std::string term =
               d == l_.rank - 1 ? inner_offset(o, idx) : idx + " * " + stride(o, d);
