@@ -27,6 +27,9 @@ class FusedTrace : public tracer::Executable {
 
   // True when this replay must run interpreted (a value held now was not planned to be).
   bool must_interpret(const std::vector<bool>& wanted) const;
+  // Whether op i's value may be handed to the user as it is (planned as held: not in the
+  // arena, not a view of an arena value).
+  bool user_safe(size_t i) const { return i < user_safe_.size() && user_safe_[i]; }
   const Tensor& resolve(const tracer::InputRef& r, const std::vector<Tensor>& externals,
                         const std::vector<Tensor>& v) const {
     return r.kind == tracer::InputRef::Kind::External ? externals[r.index]

@@ -1,6 +1,8 @@
 #include "tracer/replay.h"
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "runtime/error.h"
 #include "tracer/backend.h"
@@ -64,6 +66,14 @@ void advance_partial(Walk& walk) {
     return;
   }
   if (walk.partial_probe == 0 || depth < static_cast<size_t>(walk.partial_probe)) return;
+  static const bool enabled = [] {
+    const char* v = std::getenv("KILN_PIPELINED_REPLAY");
+    return !(v && std::string(v) == "0");
+  }();
+  if (!enabled) {
+    walk.partial_probe = 0;
+    return;
+  }
   // Only where one compiled trace lies below (several variants: look again further on).
   walk.partial_probe = static_cast<int>(depth) + kPartialProbeEvery;
   const TraceNode* n = walk.node;

@@ -14,7 +14,7 @@ namespace kiln::tracer {
 // has passed it, so the GPU computes while the user's Python walks the rest; called after
 // each replayed op. replay_compiled() then launches the rest, and a walk that leaves the
 // trace keeps what ran (materialize, side_exit.h). Not under KILN_VERIFY, for symbolic or
-// CPU traces.
+// CPU traces; KILN_PIPELINED_REPLAY=0 turns it off (for A/B timings).
 inline constexpr int kPartialProbeEvery = 256;
 void advance_partial(Walk& walk);
 

@@ -110,8 +110,12 @@ class FusedCudaTrace final : public FusedTrace {
     std::vector<const void*> pointers;  // inputs, then the output
     std::vector<bool> contiguous;
     std::vector<double> scalars;
+    // The staging copies issued before the call: a staging buffer made since the graph was
+    // recorded can land at the address the moved input had then (the allocator reuses the
+    // block), and its copy node is not in the graph yet: that must re-record, not patch.
+    std::vector<int> staged;
     bool operator==(const CallSignature& o) const {
-      return pointers == o.pointers && scalars == o.scalars;
+      return pointers == o.pointers && scalars == o.scalars && staged == o.staged;
     }
   };
 
@@ -202,6 +206,8 @@ class FusedCudaTrace final : public FusedTrace {
         sig.pointers.push_back(v[i].data_ptr());
         sig.contiguous.push_back(true);
         for (const Scalar& x : calls[s].scalars) sig.scalars.push_back(x.to_double());
+        if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
+          for (const StageCopy& sc : c->second) sig.staged.push_back(sc.id);
       } else {
         const CudaKernel& k = *kernels_[s];
         for (int i : step.group.ops)
@@ -346,6 +352,15 @@ class FusedCudaTrace final : public FusedTrace {
  private:
   friend class CudaPartialRun;
 
+  // Whether op i's value exists after its step ran: stored by its kernel, or made by a
+  // view or library step (not a value a kernel keeps in registers).
+  bool kept(size_t i) const {
+    const int c = plan_.canonical[i];
+    if (c < 0) return false;
+    const int st = plan_.step_of[c];
+    return plan_.stored[c] || (st >= 0 && plan_.steps[st].kind != Step::Kind::Kernel);
+  }
+
   // Cuts the steps into segments (see Segment) of at least kSegmentOps ops where a cut is
   // possible: no step before it reads or writes an op after it, and every op after it that
   // reads (or writes into) an op before it finds that op's value kept (stored by its
@@ -370,12 +385,6 @@ class FusedCudaTrace final : public FusedTrace {
     }
     // blocked[b]: a cut before op b would leave an op >= b reading a value not kept.
     std::vector<int> blocked_delta(n + 2, 0);
-    auto kept = [&](size_t i) {
-      const int c = plan_.canonical[i];
-      if (c < 0) return false;
-      const int st = plan_.step_of[c];
-      return plan_.stored[c] || (st >= 0 && plan_.steps[st].kind != Step::Kind::Kernel);
-    };
     std::vector<size_t> last_reader(n, 0);
     for (size_t j = 0; j < n; ++j) {
       const TraceOp& op = program_.ops[j];
@@ -486,6 +495,7 @@ class FusedCudaTrace final : public FusedTrace {
       }
       for (size_t j = 0; j < a.scalars.size() && j < b.scalars.size(); ++j)
         if (a.scalars[j] != b.scalars[j]) return op + ": scalar " + std::to_string(j) + " changed";
+      if (a.staged != b.staged) return op + ": an input newly staged";
       return op + ": its arguments changed";
     }
     return "the calls changed";
@@ -625,11 +635,15 @@ class CudaPartialRun final : public tracer::PartialRun {
       const size_t k = st_.segments_done;
       const size_t begin = k == 0 ? 0 : t_.segments_[k - 1]->ops_end;
       const size_t end = t_.segments_[k]->ops_end;
-      std::vector<bool> held(t_.program_.ops.size(), false);
-      for (size_t i = begin; i < end && i < outputs.size(); ++i) held[i] = !outputs[i].expired();
-      if (t_.must_interpret(held)) {
-        stopped_ = true;
-        return;
+      // A value held now that the plan does not keep (fused away) could not be handed out
+      // if still held at the end: this segment waits for the boundary. Kept values held
+      // now (autograd's saved tensors, mostly dropped by the end) are copied out at
+      // finish() if still held and not planned to be.
+      for (size_t i = begin; i < end && i < outputs.size(); ++i) {
+        if (!outputs[i].expired() && !t_.kept(i)) {
+          stopped_ = true;
+          return;
+        }
       }
       t_.launch_segment(st_, k, externals, scalars);
       ++t_.partial_launches_;
@@ -651,6 +665,10 @@ class CudaPartialRun final : public tracer::PartialRun {
     for (size_t k = st_.segments_done; k < t_.segments_.size(); ++k)
       t_.launch_segment(st_, k, externals, scalars);
     t_.finish_run(st_, externals, scalars, values, wanted);
+    // Values of the early segments held now that the plan did not plan to hand out (an
+    // arena value, a view of one): the user gets a copy; the next replay reuses the arena.
+    for (size_t i = 0; i < done_ops && i < values.size(); ++i)
+      if (values[i].defined() && !t_.user_safe(i)) values[i] = values[i].clone();
   }
 
   size_t abandon(const std::vector<Tensor>& externals, std::vector<Tensor>& values) override {

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <stdexcept>
+#include <string>
 
 #include "runtime/cuda_context.h"
 
@@ -82,6 +83,9 @@ void CudaGraphPlan::kernel(int id, void* fn, unsigned grid, unsigned block, unsi
   if (m.mode == Impl::Mode::Patching) {
     Impl::Node& n = m.at(id);
     if (n.args == args && n.grid == grid && n.block == block && n.block_y == block_y) return;
+    if (!n.node || !n.fn)
+      throw std::logic_error("[cuda graph] kernel node " + std::to_string(id) +
+                             " is not in the recorded graph (kiln bug: it should re-record)");
     cudaKernelNodeParams p{};
     p.func = fn;
     p.gridDim = dim3(grid);
@@ -108,6 +112,9 @@ void CudaGraphPlan::copy(int id, void* dst, const void* src, size_t bytes) {
   if (m.mode == Impl::Mode::Patching) {
     Impl::Node& n = m.at(id);
     if (n.dst == dst && n.src == src && n.bytes == bytes) return;
+    if (!n.node || n.fn)
+      throw std::logic_error("[cuda graph] copy node " + std::to_string(id) +
+                             " is not in the recorded graph (kiln bug: it should re-record)");
     check(cudaGraphExecMemcpyNodeSetParams1D(m.exec, n.node, dst, src, bytes,
                                              cudaMemcpyDeviceToDevice),
           "memcpy node update");
@@ -135,6 +142,7 @@ bool CudaGraphPlan::record_and_launch(const std::function<void()>& launch_all, s
   }
   const bool again = m.exec != nullptr;
   std::vector<Impl::Node> previous = m.nodes;
+  m.nodes.clear();  // a node of the old graph left out of this one must not be patched
   m.mode = Impl::Mode::Recording;
   pool->open();
   std::string failure;
