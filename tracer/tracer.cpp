@@ -137,8 +137,9 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     op.site = site;
     TraceNode* child = walk_.mode == WalkMode::Replay ? walk_.node->find_child(op) : nullptr;
     const bool continues = child && child->compiled_below > 0;
-    LoopClose close =
-        continues ? LoopClose::No : walk_.closes_loop(call, meta, target, op, loops_allowed());
+    Walk::Fresh fresh;
+    LoopClose close = continues ? LoopClose::No
+                                : walk_.closes_loop(call, meta, target, op, loops_allowed(), &fresh);
     // A suspended head (a false one, or a short loop unrolled) closes nothing.
     const uint64_t key = close != LoopClose::No ? penalty_key(op) : 0;
     if (key != 0) {
@@ -154,10 +155,17 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
         loop_rounds_ = LoopRounds{walk_.anchor, 1, walk_.node->depth};
       }
       end_walk(Boundary::Loop, nullptr, {});
-      // Described again now that the ended walk's values exist (they may have been lazy).
       new_externals.clear();
-      op = walk_.describe(call, meta, target, &new_externals, true);
-      op.site = site;
+      if (fresh.set) {
+        // closes_loop described it fresh: its inputs are all external to the ended walk
+        // (none of its values), so ending it changed nothing the description reads.
+        op = std::move(fresh.op);
+        new_externals = std::move(fresh.externals);
+      } else {
+        // Described again now that the ended walk's values exist (they may have been lazy).
+        op = walk_.describe(call, meta, target, &new_externals, true);
+        op.site = site;
+      }
       begin_walk(op, close == LoopClose::AtHead ? key : 0, round);
     } else if (!continues && walk_.mode == WalkMode::Record && !walk_.at_root() &&
                loops_allowed() && WarmStart::on() && warm_.is_stored_head(site)) {

@@ -249,7 +249,7 @@ TraceProgram Walk::program() const {
 }
 
 LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
-                            const TraceOp& op, bool loops_allowed) {
+                            const TraceOp& op, bool loops_allowed, Fresh* fresh_out) {
   // Inside a region (compile(fn), Region) the region's edges end traces: no loop closing.
   // Nor inside kiln's own loops (a backward pass, an optimizer step).
   if (at_root() || !loops_allowed) return LoopClose::No;
@@ -289,14 +289,23 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
   std::vector<Tensor> fresh_externals;
   TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
   fresh.site = op.site;
+  // Closing, the fresh description is the next walk's first op: handed out, not redone.
+  auto closes = [&](LoopClose close) {
+    if (fresh_out) {
+      fresh_out->set = true;
+      fresh_out->op = std::move(fresh);
+      fresh_out->externals = std::move(fresh_externals);
+    }
+    return close;
+  };
   if (run_from > 1 && fresh.same_place(anchor->first) && scalars.size() >= call.scalars.size() &&
       same_scalars(scalars.data(), anchor->first.scalar_kinds.size(), call))
-    return LoopClose::AtAnchor;
+    return closes(LoopClose::AtAnchor);
   if (!has_inputs) return LoopClose::No;
   for (const Head& head : heads)
     if (head.depth < run_from && fresh.same_place(head.op) &&
         same_scalars(head.scalars.data(), head.scalars.size(), call))
-      return LoopClose::AtHead;
+      return closes(LoopClose::AtHead);
   if (heads.size() < 16)
     heads.push_back(
         {fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end()), node->depth + 1});
