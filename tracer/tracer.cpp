@@ -162,8 +162,9 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     TraceNode* child = walk_.mode == WalkMode::Replay ? walk_.node->find_child(op) : nullptr;
     const bool continues = child && child->compiled_below > 0;
     Walk::Fresh fresh;
-    LoopClose close = continues ? LoopClose::No
-                                : walk_.closes_loop(call, meta, target, op, loops_allowed(), &fresh);
+    LoopClose close = continues
+                          ? LoopClose::No
+                          : walk_.closes_loop(call, meta, target, op, loops_allowed(), &fresh);
     // A suspended head (a false one, or a short loop unrolled) closes nothing.
     const uint64_t key = close != LoopClose::No ? penalty_key(op) : 0;
     if (key != 0) {
