@@ -8,29 +8,35 @@
 namespace kiln {
 namespace {
 
-thread_local DispatchHook* tls_hook = nullptr;
-thread_local bool tls_hook_initialized = false;
+// The hook and whether it was made, in one thread-local (one TLS lookup per op).
+struct HookSlot {
+  DispatchHook* hook = nullptr;
+  bool initialized = false;
+};
+constinit thread_local HookSlot tls_hook_slot;
 DispatchHookFactory g_hook_factory = nullptr;
 
 DispatchHook* current_hook() {
-  if (!tls_hook_initialized) {
-    tls_hook_initialized = true;
-    if (g_hook_factory) tls_hook = g_hook_factory();
+  HookSlot& slot = tls_hook_slot;
+  if (!slot.initialized) [[unlikely]] {
+    slot.initialized = true;
+    if (g_hook_factory) slot.hook = g_hook_factory();
   }
-  return tls_hook;
+  return slot.hook;
 }
 
 }  // namespace
 
 void set_dispatch_hook(DispatchHook* hook) {
-  tls_hook_initialized = true;
-  tls_hook = hook;
+  HookSlot& slot = tls_hook_slot;
+  slot.initialized = true;
+  slot.hook = hook;
 }
 DispatchHook* dispatch_hook() { return current_hook(); }
 void set_dispatch_hook_factory(DispatchHookFactory factory) { g_hook_factory = factory; }
 
-NoHookScope::NoHookScope() : saved_(current_hook()) { tls_hook = nullptr; }
-NoHookScope::~NoHookScope() { tls_hook = saved_; }
+NoHookScope::NoHookScope() : saved_(current_hook()) { tls_hook_slot.hook = nullptr; }
+NoHookScope::~NoHookScope() { tls_hook_slot.hook = saved_; }
 
 void run_kernel(const OpCall& call, const Tensor& out) {
   const OpFamily family = call.info().family;
@@ -104,9 +110,17 @@ void run_kernel(const OpCall& call, const Tensor& out) {
 }
 
 Tensor dispatch(const OpCall& call) {
-  const OutputMeta meta = infer_output(call);
   Tensor result;
   DispatchHook* hook = current_hook();
+  const OutputMeta* known = nullptr;
+  if (hook && hook->on_known_call(call, &result, &known)) {  // never a view
+    if (autograd::should_record(call)) {
+      const OutputMeta meta = *known;
+      autograd::record(call, meta, result);
+    }
+    return result;
+  }
+  const OutputMeta meta = infer_output(call);
   if (!hook || !hook->on_call(call, meta, &result)) result = execute(call, meta);
   if (call.info().family == OpFamily::View)
     call.inputs[0].impl()->share_version_with(*result.impl());

@@ -34,6 +34,16 @@ class DispatchHook {
   virtual ~DispatchHook() = default;
   // Return true and set *result to take over the call.
   virtual bool on_call(const OpCall& call, const OutputMeta& meta, Tensor* result) = 0;
+  // Asked first, before the call is validated and its metadata inferred: a hook that
+  // already knows the call (the tracer replaying a compiled path: the same op on inputs
+  // its guards passed, whose output metadata it recorded) may take it over here. Return
+  // true, set *result, and point *meta at the output metadata (valid until the hook's
+  // next call). Only for calls whose validation would pass and whose metadata
+  // infer_output would give; never for views. Otherwise return false: on_call follows.
+  virtual bool on_known_call(const OpCall& call, Tensor* result, const OutputMeta** meta) {
+    (void)call, (void)result, (void)meta;
+    return false;
+  }
   // Return true to take over an in-place call (out is written by the hook, now or lazily).
   virtual bool on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) = 0;
 };

@@ -68,10 +68,10 @@ void require_floating(const OpCall& c, DType d, const char* arg) {
              dtype_name(d));
 }
 
-OutputMeta contiguous_meta(Dims sizes, DType dtype, Device device) {
+OutputMeta contiguous_meta(const Dims& sizes, DType dtype, Device device) {
   OutputMeta m;
+  m.sizes = sizes;
   m.strides = contiguous_strides(sizes);
-  m.sizes = std::move(sizes);
   m.dtype = dtype;
   m.device = device;
   return m;
@@ -97,22 +97,28 @@ OutputMeta infer_clamp(const OpCall& c) {
 
 OutputMeta infer_binary(const OpCall& c) {
   DType computed;
-  Dims sizes;
+  const Dims* sizes = nullptr;
+  Dims broadcast;
   if (c.inputs.size() == 2) {
     check_scalar_count(c, 0);
+    sizes = &c.inputs[0].sizes();
     computed = result_type(c.inputs[0], c.inputs[1]);
-    sizes = broadcast_shapes(c.inputs[0].sizes(), c.inputs[1].sizes(), c.name());
+    const Dims& other = c.inputs[1].sizes();
+    if (other != *sizes) {  // equal sizes (the common case) need no broadcast, no copy
+      broadcast = broadcast_shapes(*sizes, other, c.name());
+      sizes = &broadcast;
+    }
   } else {
     check_input_count(c, 1, 1);
     check_scalar_count(c, 1);
     computed = result_type(c.inputs[0], c.scalars[0]);
-    sizes = c.inputs[0].sizes();
+    sizes = &c.inputs[0].sizes();
   }
   if (c.op == OpId::Sub && computed == DType::Bool) {
     throw DTypeError("[sub] subtracting bool tensors is not supported: use logical ops instead");
   }
   if (c.op == OpId::Pow && computed == DType::Bool) reject_bool(c, computed, "base");
-  return contiguous_meta(std::move(sizes), apply_rule(c, computed), c.inputs[0].device());
+  return contiguous_meta(*sizes, apply_rule(c, computed), c.inputs[0].device());
 }
 
 OutputMeta infer_where(const OpCall& c) {

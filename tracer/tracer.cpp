@@ -74,6 +74,30 @@ bool Tracer::on_call(const OpCall& call, const OutputMeta& meta, Tensor* result)
   return handle(call, meta, nullptr, result);
 }
 
+bool Tracer::on_known_call(const OpCall& call, Tensor* result, const OutputMeta** meta) {
+  // As handle's fast path, for the calls whose metadata the path's node holds: a
+  // non-symbolic path (a symbolic one's nodes hold another size's), no host-side sites to
+  // ask about, not a view (a view's offset follows its input's, which guards leave open)
+  // nor a copy across devices (on_call handles copies to the host). Every input defined:
+  // validation would pass, as it did when the op was recorded on inputs like these.
+  if (walk_.mode != WalkMode::Replay || walk_.in_boundary || walk_.anchor->symbolic ||
+      !host_sites_.empty() || !active())
+    return false;
+  const OpFamily family = call.info().family;
+  if (family == OpFamily::View || family == OpFamily::ToDevice) return false;
+  for (const Tensor& in : call.inputs)
+    if (!in.defined()) return false;
+  std::vector<Tensor> new_externals;
+  for (const auto& c : walk_.node->children) {
+    if (c->compiled_below > 0 && walk_.match(c->op, call, nullptr, &new_externals)) {
+      *meta = &c->op.meta;
+      *result = replay_op(call, c->op.meta, nullptr, c.get(), new_externals);
+      return true;
+    }
+  }
+  return false;
+}
+
 bool Tracer::on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) {
   if (!active() || walk_.in_boundary) return false;
   return handle(call, meta, &out, nullptr);
@@ -137,8 +161,10 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     op.site = site;
     TraceNode* child = walk_.mode == WalkMode::Replay ? walk_.node->find_child(op) : nullptr;
     const bool continues = child && child->compiled_below > 0;
-    LoopClose close =
-        continues ? LoopClose::No : walk_.closes_loop(call, meta, target, op, loops_allowed());
+    Walk::Fresh fresh;
+    LoopClose close = continues
+                          ? LoopClose::No
+                          : walk_.closes_loop(call, meta, target, op, loops_allowed(), &fresh);
     // A suspended head (a false one, or a short loop unrolled) closes nothing.
     const uint64_t key = close != LoopClose::No ? penalty_key(op) : 0;
     if (key != 0) {
@@ -154,10 +180,17 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
         loop_rounds_ = LoopRounds{walk_.anchor, 1, walk_.node->depth};
       }
       end_walk(Boundary::Loop, nullptr, {});
-      // Described again now that the ended walk's values exist (they may have been lazy).
       new_externals.clear();
-      op = walk_.describe(call, meta, target, &new_externals, true);
-      op.site = site;
+      if (fresh.set) {
+        // closes_loop described it fresh: its inputs are all external to the ended walk
+        // (none of its values), so ending it changed nothing the description reads.
+        op = std::move(fresh.op);
+        new_externals = std::move(fresh.externals);
+      } else {
+        // Described again now that the ended walk's values exist (they may have been lazy).
+        op = walk_.describe(call, meta, target, &new_externals, true);
+        op.site = site;
+      }
       begin_walk(op, close == LoopClose::AtHead ? key : 0, round);
     } else if (!continues && walk_.mode == WalkMode::Record && !walk_.at_root() &&
                loops_allowed() && WarmStart::on() && warm_.is_stored_head(site)) {

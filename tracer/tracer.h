@@ -46,6 +46,10 @@ class Tracer final : public DispatchHook {
   ~Tracer() override;
 
   bool on_call(const OpCall& call, const OutputMeta& meta, Tensor* result) override;
+  // The replay fast path before dispatch infers the call's metadata: the call is the
+  // next op of the compiled path (exact guards, not a view): its lazy value, with the
+  // recorded metadata.
+  bool on_known_call(const OpCall& call, Tensor* result, const OutputMeta** meta) override;
   bool on_call_into(const OpCall& call, const OutputMeta& meta, const Tensor& out) override;
 
   // A host read or memory export (a Sync reason): ends the current trace, a graph break

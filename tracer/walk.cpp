@@ -10,6 +10,86 @@ namespace {
 
 struct LazyToken final : PendingValue {};
 
+// Lazy tensors' impls: one per replayed op, made and dropped at the op rate, so their
+// blocks (impl and shared_ptr control block in one) come from a small per-thread cache
+// instead of malloc/free. A block freed on another thread joins that thread's cache.
+// The cache is drained when its thread ends (BlockCacheCloser); blocks freed after that,
+// by thread-local destructors that run later, go back to the heap. Sanitizer builds
+// take the heap always (use-after-free stays visible).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kCacheBlocks = false;
+#else
+constexpr bool kCacheBlocks = true;
+#endif
+
+struct BlockCache {  // trivially destructible: still usable while the thread ends
+  void* head = nullptr;
+  uint32_t count = 0;
+  bool closed = false;
+};
+
+template <class T>
+struct BlockCacheOf {
+  static constinit thread_local BlockCache cache;
+  static constexpr uint32_t kKept = 512;
+  static void drain() {
+    BlockCache& c = cache;
+    while (c.head) {
+      void* next = *static_cast<void**>(c.head);
+      ::operator delete(c.head, sizeof(T));
+      c.head = next;
+    }
+    c.count = 0;
+    c.closed = true;
+  }
+  struct Closer {
+    ~Closer() { drain(); }
+  };
+  static thread_local Closer closer;  // constructed when the cache first makes a block
+};
+template <class T>
+constinit thread_local BlockCache BlockCacheOf<T>::cache;
+template <class T>
+thread_local typename BlockCacheOf<T>::Closer BlockCacheOf<T>::closer;
+
+template <class T>
+struct CachedBlockAllocator {
+  using value_type = T;
+  CachedBlockAllocator() = default;
+  template <class U>
+  explicit CachedBlockAllocator(const CachedBlockAllocator<U>&) {}
+
+  T* allocate(size_t n) {
+    static_assert(sizeof(T) >= sizeof(void*));
+    if (kCacheBlocks && n == 1) {
+      BlockCache& c = BlockCacheOf<T>::cache;
+      if (void* block = c.head) {
+        c.head = *static_cast<void**>(block);
+        --c.count;
+        return static_cast<T*>(block);
+      }
+      if (!c.closed) (void)&BlockCacheOf<T>::closer;  // its destructor drains the cache
+    }
+    return static_cast<T*>(::operator new(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) {
+    if (kCacheBlocks && n == 1) {
+      BlockCache& c = BlockCacheOf<T>::cache;
+      if (!c.closed && c.count < BlockCacheOf<T>::kKept) {
+        *reinterpret_cast<void**>(p) = c.head;
+        c.head = p;
+        ++c.count;
+        return;
+      }
+    }
+    ::operator delete(p, n * sizeof(T));
+  }
+  template <class U>
+  bool operator==(const CachedBlockAllocator<U>&) const {
+    return true;
+  }
+};
+
 bool same_scalar(const Scalar& a, const Scalar& b) {
   return a.kind() == b.kind() && a.to_double() == b.to_double() && a.to_int() == b.to_int();
 }
@@ -219,7 +299,7 @@ Walk::Producers Walk::producers(int value) const {
 }
 
 Tensor Walk::make_lazy(const OutputMeta& meta) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(CachedBlockAllocator<TensorImpl>());
   impl->sizes = meta.sizes;
   impl->strides = meta.strides;
   impl->offset = meta.offset;
@@ -253,7 +333,7 @@ TraceProgram Walk::program() const {
 }
 
 LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
-                            const TraceOp& op, bool loops_allowed) {
+                            const TraceOp& op, bool loops_allowed, Fresh* fresh_out) {
   // Inside a region (compile(fn), Region) the region's edges end traces: no loop closing.
   // Nor inside kiln's own loops (a backward pass, an optimizer step).
   if (at_root() || !loops_allowed) return LoopClose::No;
@@ -293,14 +373,23 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
   std::vector<Tensor> fresh_externals;
   TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
   fresh.site = op.site;
+  // Closing, the fresh description is the next walk's first op: handed out, not redone.
+  auto closes = [&](LoopClose close) {
+    if (fresh_out) {
+      fresh_out->set = true;
+      fresh_out->op = std::move(fresh);
+      fresh_out->externals = std::move(fresh_externals);
+    }
+    return close;
+  };
   if (run_from > 1 && fresh.same_place(anchor->first) && scalars.size() >= call.scalars.size() &&
       same_scalars(scalars.data(), anchor->first.scalar_kinds.size(), call))
-    return LoopClose::AtAnchor;
+    return closes(LoopClose::AtAnchor);
   if (!has_inputs) return LoopClose::No;
   for (const Head& head : heads)
     if (head.depth < run_from && fresh.same_place(head.op) &&
         same_scalars(head.scalars.data(), head.scalars.size(), call))
-      return LoopClose::AtHead;
+      return closes(LoopClose::AtHead);
   if (heads.size() < 16)
     heads.push_back(
         {fresh, std::vector<Scalar>(call.scalars.begin(), call.scalars.end()), node->depth + 1});

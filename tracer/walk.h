@@ -133,8 +133,16 @@ struct Walk {
   // site) to an op it started with or passed as a head. Only where loops may close
   // (loops_allowed: outside regions and kiln's own loops). `op` is the op described
   // against the walk, with its site.
+  // When it closes one at the anchor or at a head it noted, *fresh gets the op described
+  // fresh (as the first op of a new walk, with its site) and *fresh_externals its
+  // externals: what the walk that begins there describes again (see Fresh).
+  struct Fresh {
+    bool set = false;
+    TraceOp op;
+    std::vector<Tensor> externals;
+  };
   LoopClose closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
-                        const TraceOp& op, bool loops_allowed);
+                        const TraceOp& op, bool loops_allowed, Fresh* fresh = nullptr);
   // A replayed op notes itself as a head like closes_loop does for a recorded one.
   void note_replayed_head(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                           const TraceOp& edge, bool loops_allowed);

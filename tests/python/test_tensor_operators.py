@@ -77,3 +77,42 @@ def test_other_operands_take_the_bound_methods(rng):
     got = kiln.tensor(a) + np.ones(4, dtype=np.float32)  # numpy decides, as before
     np.testing.assert_allclose(np.asarray(got), a + 1.0, rtol=1e-6)
 
+
+
+def test_lazily_replayed_ops_match_eager_and_still_raise(rng):
+    """Ops that replay lazily (dispatch hands them to the tracer before inferring their
+    metadata) give eager's values and gradients; an operand off the compiled path's
+    guards still raises the op's own error, and the loop replays again after it."""
+    if not kiln.is_tracing():
+        pytest.skip("the tracer is off (KILN_TRACE=0)")
+    kiln.reset()
+    a = rng.standard_normal(4).astype(np.float32)
+    x, w = kiln.tensor(a), kiln.full((4,), 0.5, dtype=kiln.float32)
+
+    def body(x, w):
+        y = x + w
+        y = y * x
+        y = y - w
+        return y * 2.0
+
+    want = ((a + 0.5) * a - 0.5) * 2.0
+    for _ in range(50):
+        body(x, w)
+    kiln.synchronize_compiles()
+    before = kiln.explain().ops_replayed
+    outs = [body(x, w) for _ in range(20)]
+    assert kiln.explain().ops_replayed >= before + 4 * 10  # most of them replayed
+    for out in outs:
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6)
+
+    with pytest.raises(kiln.ShapeError, match=r"\[add\].*broadcast"):
+        body(x, kiln.ones(3))
+    for _ in range(50):
+        body(x, w)
+    np.testing.assert_allclose(body(x, w).numpy(), want, rtol=1e-6)
+
+    xg = kiln.tensor(a, requires_grad=True)
+    for _ in range(30):
+        xg.grad = None
+        body(xg, w).sum().backward()
+        np.testing.assert_allclose(xg.grad.numpy(), 2.0 * (2.0 * a + 0.5), rtol=1e-5)
