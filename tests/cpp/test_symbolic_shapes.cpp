@@ -76,5 +76,20 @@ TEST_F(SymbolicShapesTest, APathRecordedBelowASymbolicOpCompilesAtItsOwnSizes) {
   EXPECT_GE(symbolic_replays_with("neg"), 3) << tr::explain().table();
 }
 
+// The same path compiled at sizes other than the symbolic prefix's ([6, 8], not [4, 6]):
+// its symbolic multiply is the trie node the walks follow (guards that pass the same
+// inputs match whatever sizes they were compiled at), so the trace replays instead of
+// being installed on a second, unreachable copy of the prefix and recompiled per walk.
+TEST_F(SymbolicShapesTest, ASymbolicVariantCompiledAtOtherSizesSharesThePrefix) {
+  compile_symbolic_abs();
+  for (const Dims& sizes :
+       {Dims{5, 7}, Dims{6, 8}, Dims{6, 8}, Dims{6, 8}, Dims{5, 7}, Dims{11, 3}, Dims{6, 8}})
+    check_scale_then(sizes, true);
+  for (const Dims& sizes : {Dims{3, 5}, Dims{7, 7}}) check_scale_then(sizes, false);
+  const auto report = tr::explain();
+  EXPECT_GE(symbolic_replays_with("neg"), 4) << report.table();
+  EXPECT_LE(report.recompiles.size(), 2u) << report.table();
+}
+
 }  // namespace
 }  // namespace kt
