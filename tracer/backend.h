@@ -41,6 +41,11 @@ class Executable {
   virtual const char* backend_name() const = 0;
   // What stayed unfused or fell back, and why (shown by explain()).
   virtual std::vector<std::string> notes() const { return {}; }
+  // Gives back the memory kept between runs for intermediates (a fused trace's arena; the
+  // next run allocates it again). A symbolic trace's size bindings (symbolic_shapes.h)
+  // call it after each run: up to 64 bindings each keeping an arena of its own sizes held
+  // memory that the next size could reuse from the CPU allocator's cache, warm.
+  virtual void release_scratch() const {}
 };
 
 class TraceBackend {
