@@ -121,7 +121,7 @@ CASES = {"mlp": mlp_case, "block": block_case, "gen": gen_case, "kv": kv_case}
 
 def run(make, arg, traced):
     kiln.reset()
-    # On here (off by default in kiln); KILN_SYMBOLIC_SHAPES=0 in the environment compares.
+    # On by default; KILN_SYMBOLIC_SHAPES=0 in the environment compares.
     kiln.set_config(symbolic_shapes=os.environ.get("KILN_SYMBOLIC_SHAPES", "1") != "0")
     kiln.set_tracing(traced)
     rng = np.random.default_rng(0)

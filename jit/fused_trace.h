@@ -21,6 +21,7 @@ class FusedTrace : public tracer::Executable {
  public:
   int kernel_count() const override { return plan_.kernel_count(); }
   std::vector<std::string> notes() const override { return plan_.notes; }
+  void release_scratch() const override { arena_.reset(); }
 
  protected:
   FusedTrace(tracer::TraceProgram program, FusionPlan plan, MemoryPlan memory);

@@ -69,6 +69,11 @@ class Executable {
   // A run launched in parts (PartialRun), or nullptr where the backend launches a trace
   // only as a whole.
   virtual std::unique_ptr<PartialRun> start_partial() const { return nullptr; }
+  // Gives back the memory kept between runs for intermediates (a fused trace's arena; the
+  // next run allocates it again). A symbolic trace's size bindings (symbolic_shapes.h)
+  // call it after each run: up to 64 bindings each keeping an arena of its own sizes held
+  // memory that the next size could reuse from the CPU allocator's cache, warm.
+  virtual void release_scratch() const {}
 };
 
 class TraceBackend {

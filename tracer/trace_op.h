@@ -62,7 +62,8 @@ struct TraceOp {
   // path is followed by wiring and guards; sites decide anchors and loop heads.
   SiteId site = 0;
 
-  // Same op, attributes, input references, scalar kinds and guards.
+  // Same op, attributes, input references, scalar kinds and guards (guards that pass the
+  // same inputs: symbolic ones compiled at other sizes match, symbolic_shapes.h).
   bool matches(const TraceOp& o) const;
   // The same, ignoring the guards (the same op at the same place in the program).
   bool same_wiring(const TraceOp& o) const;

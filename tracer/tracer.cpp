@@ -286,6 +286,10 @@ Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tenso
     child->op.site = op.site;
     child->site_unknown = false;
   }
+  // Under a symbolic anchor a recorded node is shared by every size its symbolic prefix
+  // passes (find_child ignores metadata): its meta is the first recording's, so the walk
+  // keeps this op's own, as for a replayed op (Walk::metas).
+  if (walk_.anchor->symbolic) walk_.metas.push_back(meta);
   walk_.commit(child, call, new_externals, value);
   ++statistics_.ops_recorded;
   return value;

@@ -314,7 +314,12 @@ Tensor Walk::make_lazy(const OutputMeta& meta) {
 
 TraceProgram Walk::program() const {
   TraceProgram program;
-  for (const TraceOp* op : node->path()) {
+  const std::vector<const TraceOp*> path = node->path();
+  // Below a symbolic op a node's meta may be another size's: the walk's own is needed.
+  KILN_CHECK(!anchor || !anchor->symbolic || metas.size() >= path.size(), Error,
+             "[trace] internal error: a walk under a symbolic anchor kept the metadata of ",
+             metas.size(), " of its ", path.size(), " ops");
+  for (const TraceOp* op : path) {
     program.ops.push_back(*op);
     TraceOp& copy = program.ops.back();
     if (program.ops.size() <= metas.size()) copy.meta = metas[program.ops.size() - 1];

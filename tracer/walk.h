@@ -66,7 +66,8 @@ struct Walk {
   std::optional<BreakCause> exit_cause;  // why it left its compiled path (for recompiles)
   // Symbolic sizes (symbolic_shapes.h): each symbol's size in this walk (0: not met yet),
   // bound by match() on a symbolic path; and, under an anchor with a symbolic variant,
-  // the metadata of each op replayed (the path's nodes hold another size's).
+  // the metadata of each op of the walk, replayed or recorded (a path's nodes hold the
+  // metadata of the walk that first recorded them, of another size below a symbolic op).
   mutable std::vector<int64_t> symbol_values;
   std::vector<OutputMeta> metas;
   // Fresh descriptions of this walk's ops whose inputs are all external, with their
@@ -126,7 +127,8 @@ struct Walk {
   // A tensor with the op's metadata whose value the compiled trace computes later.
   Tensor make_lazy(const OutputMeta& meta);
   // The walked path as a program (live: the values the user still holds), with this
-  // walk's sizes: replayed ops' metadata from `metas`, symbolic guards made exact.
+  // walk's sizes: under a symbolic anchor every op's metadata from `metas`, symbolic
+  // guards made exact.
   TraceProgram program() const;
 
   // Whether this op closes a loop: the walk comes round (same op, wiring, scalars and

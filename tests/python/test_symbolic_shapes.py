@@ -15,7 +15,7 @@ pytestmark = pytest.mark.usefixtures("fresh_tracer")
 
 @pytest.fixture(autouse=True)
 def symbolic_on():
-    """Symbolic sizes on, whatever KILN_SYMBOLIC_SHAPES says (the default is off)."""
+    """Symbolic sizes on, whatever KILN_SYMBOLIC_SHAPES says (the default is on)."""
     previous = kiln.set_config(symbolic_shapes=True)
     yield
     kiln.set_config(**previous)
