@@ -332,6 +332,11 @@ class FusedCudaTrace final : public FusedTrace {
       out.push_back("cuda graph: " + std::to_string(segments_.size()) +
                     " segments, each launched once the walk has passed it (" +
                     std::to_string(partial_launches_) + " launched early)");
+    if (partial_stops_ > 0)
+      out.push_back(
+          "cuda graph: launching segments early stopped " + std::to_string(partial_stops_) +
+          " time(s) at a value the user held that the plan fuses away (last: " + partial_stop_ +
+          ")");
     if (host_ops_ > 0)
       out.push_back("cuda graph: " + std::to_string(host_ops_) +
                     " host-side op(s) run on the CPU before each launch");
@@ -602,6 +607,8 @@ class FusedCudaTrace final : public FusedTrace {
   std::vector<int> copy_segment_;               // per step: the segment of its copy-out, or -1
   std::string graph_off_;                       // why no graph is used ("" while they are)
   mutable int64_t partial_launches_ = 0;        // segments launched before the walk ended
+  mutable int64_t partial_stops_ = 0;           // partial runs stopped by a held fused-away value
+  mutable std::string partial_stop_;            // the last such value
   mutable std::map<int, Tensor> staging_;
   mutable std::map<int, Tensor> uploads_;  // by op: where a host tensor is copied in
   int host_ops_ = 0;                       // library steps that are host-side ops
@@ -642,6 +649,8 @@ class CudaPartialRun final : public tracer::PartialRun {
       for (size_t i = begin; i < end && i < outputs.size(); ++i) {
         if (!outputs[i].expired() && !t_.kept(i)) {
           stopped_ = true;
+          ++t_.partial_stops_;
+          t_.partial_stop_ = "v" + std::to_string(i) + " " + t_.program_.ops[i].str();
           return;
         }
       }
