@@ -55,6 +55,31 @@ Table& table() {
 
 }  // namespace
 
+std::string label(const tracer::TraceProgram& program, const FusionPlan& plan, size_t s,
+                  bool folded) {
+  const Step& step = plan.steps[s];
+  if (step.kind == Step::Kind::Library) {
+    const tracer::TraceOp& op = program.ops[step.op];
+    std::string out = std::string(folded ? "gemm+epilogue " : "") + op_name(op.op) + " " +
+                      dims_str(op.meta.sizes);
+    for (const tracer::InputRef& r : op.inputs)
+      if (r.kind == tracer::InputRef::Kind::Value)
+        out += " <" + dims_str(program.ops[r.index].meta.sizes) + ">";
+    return out;
+  }
+  std::string names;
+  int shown = 0;
+  for (int i : step.group.ops) {
+    if (shown++ == 8) {
+      names += ",...";
+      break;
+    }
+    names += (names.empty() ? "" : ",") + std::string(op_name(program.ops[i].op));
+  }
+  return "fused " + names + " " + dims_str(step.group.shape) +
+         (step.group.reduced_dims ? " rows" : "");
+}
+
 bool enabled() {
   static const bool on = [] {
     const char* v = std::getenv("KILN_CUDA_STEP_PROFILE");

@@ -8,9 +8,16 @@
 #include <string>
 #include <vector>
 
+#include "jit/fusion.h"
+
 namespace kiln::jit::step_profile {
 
 bool enabled();  // KILN_CUDA_STEP_PROFILE=1, read once
+
+// Step s's name in the table: its op names and shape ("matmul [96, 256, 256] <...>",
+// "fused mul,where,softmax [16, 6, 256, 256] rows"); `folded`: a GEMM with its epilogue.
+std::string label(const tracer::TraceProgram& program, const FusionPlan& plan, size_t s,
+                  bool folded);
 
 // One run's events: mark() before and after each step, then finish() once the run is
 // launched (waits for the events and adds their times to the process-wide table).
