@@ -160,8 +160,10 @@ pytest_step() {
     return 1
   fi
   py311 -c 'import kiln, numpy; print("kiln from", kiln.__file__, "numpy", numpy.__version__)' || return 1
-  # shellcheck disable=SC2086  # KILN_PYTEST_ARGS: extra pytest arguments (-k ..., -x)
-  py311 -m pytest -q -p no:cacheprovider --junitxml="$OUT/pytest.xml" ${KILN_PYTEST_ARGS:-} tests/python
+  # shellcheck disable=SC2086  # KILN_PYTEST_ARGS: extra pytest arguments (-k ..., -x);
+  # KILN_PYTEST_PATHS: the test files or folders (default tests/python; a shard of it)
+  py311 -m pytest -q -p no:cacheprovider --junitxml="$OUT/pytest.xml" ${KILN_PYTEST_ARGS:-} \
+    ${KILN_PYTEST_PATHS:-tests/python}
 }
 
 bench_step() {
