@@ -24,15 +24,8 @@ import subprocess
 import sys
 import tempfile
 
-
-def body_fn(ops):
-    lines = ["def body(x, w):", "    y = x + w"]
-    for i in range(ops - 1):
-        lines.append(f"    y = y {'*-+'[i % 3]} {'wx'[i % 2]}")
-    lines.append("    return y")
-    scope = {}
-    exec(compile("\n".join(lines), f"<callgrind body {ops}>", "exec"), scope)
-    return scope["body"]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_overhead import body_fn  # noqa: E402
 
 
 def inner(ops, short, long):
@@ -40,7 +33,7 @@ def inner(ops, short, long):
 
     x = kiln.ones(1, dtype=kiln.float32)
     w = kiln.full((1,), 0.5, dtype=kiln.float32)
-    body = body_fn(ops)
+    body = body_fn(ops, "callgrind")
 
     def loop(n):
         for _ in range(n):

@@ -23,6 +23,19 @@ import sys
 import time
 
 
+def body_fn(ops, name):
+    """A straight-line body of `ops` binary ops on x and w (one source line per op), as the
+    user's loop body: its ops replay lazily once the loop is hot (bench/callgrind_py_op.py
+    uses it too)."""
+    lines = ["def body(x, w):", "    y = x + w"]
+    for i in range(ops - 1):
+        lines.append(f"    y = y {'*-+'[i % 3]} {'wx'[i % 2]}")
+    lines.append("    return y")
+    scope = {}
+    exec(compile("\n".join(lines), f"<{name} body {ops}>", "exec"), scope)
+    return scope["body"]
+
+
 def measure(fn, sync, calls, repeats, warmup):
     for _ in range(warmup):
         fn()
@@ -66,13 +79,7 @@ def kiln_replay_case(device, body_ops):
         return None
     x = kiln.ones(1, dtype=kiln.float32, device=device)
     w = kiln.full((1,), 0.5, dtype=kiln.float32, device=device)
-    lines = ["def body(x, w):", "    y = x + w"]
-    for i in range(body_ops - 1):
-        lines.append(f"    y = y {'*-+'[i % 3]} {'wx'[i % 2]}")
-    lines.append("    return y")
-    scope = {}
-    exec(compile("\n".join(lines), f"<py_overhead body {body_ops}>", "exec"), scope)
-    body = scope["body"]
+    body = body_fn(body_ops, "py_overhead")
 
     def sync():
         body(x, w).item()
