@@ -149,6 +149,12 @@ Tensor rand(const Dims& sizes, TensorOptions opts) {
                  opts);
 }
 
+Tensor rand(const Dims& sizes, TensorOptions opts, RandomState st) {
+  return factory(OpId::Rand, sizes,
+                 {Scalar(static_cast<int64_t>(st.seed)), Scalar(static_cast<int64_t>(st.offset))},
+                 opts);
+}
+
 Tensor randn(const Dims& sizes, TensorOptions opts) {
   const RandomState st = next_random_state();
   return factory(OpId::Randn, sizes,

@@ -49,6 +49,8 @@ struct RandomState {
 RandomState next_random_state();     // the (seed, offset) for the next random op
 RandomState current_random_state();  // without advancing
 void restore_random_state(RandomState state);
+// rand drawn from `state` (the global generator does not move).
+Tensor rand(const Dims& sizes, TensorOptions opts, RandomState state);
 
 // ---- pointwise unary
 Tensor neg(const Tensor& x);
@@ -117,19 +119,25 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
 // key) or floating (added); is_causal drops keys j > i; scale defaults to 1/sqrt(E).
 // Fused (ops/attention_layout.h: one pass forward, one backward from the saved
 // logsumexp) on the CPU always; on CUDA where attention_cuda_supports says so (the
-// composite otherwise). Dropout is the caller's (kiln.nn.functional takes the
-// composite path for it).
+// composite otherwise). dropout_p > 0 drops attention weights as dropout(softmax(...))
+// does, with kiln.rand's mask over [..., L, S] drawn from the next generator state: fused
+// on CUDA (the same mask inside the kernels, forward and backward), the composite on
+// the CPU.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = {}, bool is_causal = false,
-                                    std::optional<double> scale = std::nullopt);
-// The unfused form (matmul, scale, where/add, softmax, matmul), with attn_mask already
-// bool or of q's dtype.
+                                    std::optional<double> scale = std::nullopt,
+                                    double dropout_p = 0.0);
+// The unfused form (matmul, scale, where/add, softmax, dropout, matmul), with attn_mask
+// already bool or of q's dtype.
 Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                           bool is_causal, double scale);
+                           bool is_causal, double scale, double dropout_p = 0.0);
 // Whether the CUDA fused forward takes these inputs (batch dims already broadcast):
 // float32 / bfloat16 / float16, E == Ev of 64 or 128, no mask, at most 2 batch dims,
 // 16-byte aligned rows (ops/cuda/attention.cu). False in a build without CUDA.
 bool attention_cuda_supports(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask);
+// Whether the CUDA fused backward takes them: the forward's inputs, in float32.
+bool attention_cuda_backward_supports(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const Tensor& mask);
 
 // ---- linear algebra, convolution, pooling
 Tensor matmul(const Tensor& a, const Tensor& b);

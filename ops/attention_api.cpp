@@ -1,6 +1,7 @@
 // scaled_dot_product_attention (ops/api.h): broadcasts the batch dims, normalizes the
 // mask, then picks the fused ops (ops/attention_layout.h) or, where no fused kernel
-// exists for the inputs on their device, the composite softmax(q k^T * scale + mask) v.
+// exists for the inputs on their device, the composite
+// dropout(softmax(q k^T * scale + mask)) v.
 #include <cmath>
 
 #include "ops/api.h"
@@ -24,7 +25,7 @@ Dims with_last(Dims batch, int64_t a, int64_t b) {
 }  // namespace
 
 Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
-                           bool is_causal, double scale) {
+                           bool is_causal, double scale, double dropout_p) {
   Tensor scores = mul(matmul(q, k.transpose(-2, -1)), Scalar(scale));
   const int64_t L = q.size(-2), S = k.size(-2);
   if (is_causal) {
@@ -34,12 +35,18 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, co
   }
   if (mask.defined())
     scores = mask.dtype() == DType::Bool ? where(mask, scores, Scalar(-INFINITY)) : scores + mask;
-  return matmul(softmax(scores, -1), v);
+  Tensor weights = softmax(scores, -1);
+  if (dropout_p > 0) {  // kiln.nn.functional.dropout's form
+    const Tensor keep = ge(rand(weights.sizes(), {weights.dtype(), weights.device()}),
+                           Scalar(dropout_p));
+    weights = where(keep, mul(weights, Scalar(1.0 / (1.0 - dropout_p))), Scalar(0.0));
+  }
+  return matmul(weights, v);
 }
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask, bool is_causal,
-                                    std::optional<double> scale) {
+                                    std::optional<double> scale, double dropout_p) {
   const char* names[] = {"query", "key", "value"};
   const Tensor* qkv[] = {&q, &k, &v};
   for (int i = 0; i < 3; ++i) {
@@ -49,6 +56,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                " with at least 2 dims (..., length, features), got shape ",
                dims_str(qkv[i]->sizes()));
   }
+  KILN_CHECK(dropout_p >= 0.0 && dropout_p <= 1.0, ValueError,
+             "[scaled_dot_product_attention] expected dropout_p in [0, 1], got ", dropout_p);
   const int64_t L = q.size(-2), S = k.size(-2);
   Dims batch = broadcast_shapes(leading(q, 2), leading(k, 2), "scaled_dot_product_attention");
   batch = broadcast_shapes(batch, leading(v, 2), "scaled_dot_product_attention");
@@ -75,9 +84,18 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
               {}};
   call.attrs.causal = is_causal;
   if (mask.defined()) call.inputs.push_back(mask.expand(with_last(batch, L, S)));
-  const bool fused = q.device().is_cpu() ||
-                     attention_cuda_supports(call.inputs[0], call.inputs[1], call.inputs[2], mask);
-  if (!fused) return attention_composite(q, k, v, mask, is_causal, s);
+  const bool fused =
+      dropout_p > 0 ? dropout_p < 1 && attention_cuda_supports(call.inputs[0], call.inputs[1],
+                                                               call.inputs[2], mask)
+                    : q.device().is_cpu() || attention_cuda_supports(call.inputs[0], call.inputs[1],
+                                                                     call.inputs[2], mask);
+  if (!fused) return attention_composite(q, k, v, mask, is_causal, s, dropout_p);
+  if (dropout_p > 0) {  // the mask's state: what the composite's rand would draw
+    const RandomState st = next_random_state();
+    call.scalars.push_back(Scalar(dropout_p));
+    call.scalars.push_back(Scalar(static_cast<int64_t>(st.seed)));
+    call.scalars.push_back(Scalar(static_cast<int64_t>(st.offset)));
+  }
   // The packed result carries no history (attention has no backward rule):
   // attention_output is the differentiable step, whose node saves packed as an input.
   const Tensor packed = dispatch(call);

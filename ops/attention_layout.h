@@ -7,7 +7,10 @@
 //   drops the key; floating, q's dtype: added to the scores). The batch dims B... are
 //   the same for all (ops/api.cpp expands broadcast ones); last dims need not be
 //   contiguous. scalars[0] = scale; attrs.causal drops key j > query i (top-left
-//   aligned, as PyTorch).
+//   aligned, as PyTorch). Dropout (CUDA only): scalars[1..3] = dropout_p, seed, offset;
+//   element (b..., i, j) of the weights is kept where kiln.rand's value at its
+//   row-major index in [B..., L, S] for that (seed, offset) is >= dropout_p, and scaled
+//   by 1 / (1 - dropout_p); attention_backward takes the same scalars and redraws it.
 //
 //   attention        (q, k, v[, mask])                -> packed [B..., L + R, Ev]
 //   attention_output (packed, q, k, v[, mask])        -> out    [B..., L, Ev]

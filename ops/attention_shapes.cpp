@@ -47,8 +47,18 @@ OutputMeta infer_attention(const OpCall& c) {
   const size_t qi = attention_q_index(c.op);
   KILN_CHECK(c.inputs.size() == qi + 3 || c.inputs.size() == qi + 4, ValueError, "[", c.name(),
              "] expected ", qi + 3, " or ", qi + 4, " tensor arguments, got ", c.inputs.size());
-  KILN_CHECK(c.scalars.size() == 1, ValueError, "[", c.name(),
-             "] expected 1 scalar argument (scale), got ", c.scalars.size());
+  KILN_CHECK(c.scalars.size() == 1 || c.scalars.size() == 4, ValueError, "[", c.name(),
+             "] expected 1 scalar argument (scale) or 4 (scale, dropout_p, seed, offset), got ",
+             c.scalars.size());
+  if (c.scalars.size() == 4) {
+    const double p = c.scalars[1].to_double();
+    KILN_CHECK(p >= 0.0 && p < 1.0, ValueError, "[", c.name(), "] expected dropout_p in [0, 1), got ",
+               p);
+    KILN_CHECK(c.inputs[qi].device().is_cuda(), DeviceError, "[", c.name(),
+               "] dropout inside the fused kernel runs on CUDA only (got ",
+               c.inputs[qi].device().str(), " inputs); scaled_dot_product_attention takes the "
+               "composite elsewhere");
+  }
   const Tensor &q = c.inputs[qi], &k = c.inputs[qi + 1], &v = c.inputs[qi + 2];
   const char* names[] = {"query", "key", "value"};
   const Tensor* qkv[] = {&q, &k, &v};

@@ -60,4 +60,30 @@ inline Tensor kernel_contiguous(const Tensor& t) { return kernel_contiguous(t, t
 // runtime/cuda_context.h's copies).
 void copy_across_devices(const Tensor& src, const Tensor& out);
 
+// Random state in device memory, for CUDA graphs. A kernel that draws random numbers
+// from its call's (seed, offset) scalars would be captured with them baked in; while a
+// CUDA trace records or launches such a library step (random_state_scalars(call) >= 0)
+// it opens a RandomStateSlot scope, and the kernel reads (seed, offset) from that device
+// address at run time instead. The trace writes the slot in a graph kernel node of its
+// own before the call (write_random_state_kernel(): one by-value RandomStateWords
+// parameter), patched every replay like a fused kernel's scalars, so the captured call
+// stays valid while the generator advances. Kernels that honour it: attention and
+// attention_backward with dropout.
+int random_state_scalars(const OpCall& call);  // the seed scalar's index (offset next), or -1
+class RandomStateSlot {
+ public:
+  explicit RandomStateSlot(const uint64_t* slot);
+  ~RandomStateSlot();
+  RandomStateSlot(const RandomStateSlot&) = delete;
+  RandomStateSlot& operator=(const RandomStateSlot&) = delete;
+  static const uint64_t* current();  // null outside a scope
+
+ private:
+  const uint64_t* previous_;
+};
+struct RandomStateWords {
+  int64_t v[3];  // the slot's address, seed, offset
+};
+void* write_random_state_kernel();  // a __global__ function; null without CUDA
+
 }  // namespace kiln

@@ -22,6 +22,7 @@
 #include "jit/cuda/step_profile.h"
 #include "jit/fused_trace.h"
 #include "ops/dispatch.h"
+#include "ops/kernels.h"
 #include "runtime/cuda_context.h"
 #include "tracer/config.h"
 
@@ -43,7 +44,8 @@ class FusedCudaTrace final : public FusedTrace {
         compile_note_(std::move(compile_note)),
         folds_(std::move(folds)),
         gemms_(std::move(gemms)),
-        device_(device) {
+        device_(device),
+        next_node_id_(static_cast<int>(plan_.steps.size())) {
     if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::string(g) == "0")
       graph_off_ = "KILN_CUDA_GRAPHS=0";
     if (step_profile::enabled()) graph_off_ = "KILN_CUDA_STEP_PROFILE=1";
@@ -170,7 +172,12 @@ class FusedCudaTrace final : public FusedTrace {
         }
         sig.pointers.push_back(v[i].data_ptr());
         sig.contiguous.push_back(true);
-        for (const Scalar& x : calls[s].scalars) sig.scalars.push_back(x.to_double());
+        // A random state the kernel reads from its slot (random_slot) is no argument.
+        const int r = random_slot(static_cast<int>(s), calls[s]) ? random_state_scalars(calls[s]) : -1;
+        for (size_t q = 0; q < calls[s].scalars.size(); ++q)
+          sig.scalars.push_back(r >= 0 && (q == size_t(r) || q == size_t(r) + 1)
+                                    ? 0.0
+                                    : calls[s].scalars[q].to_double());
         if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
           for (const StageCopy& sc : c->second) sig.staged.push_back(sc.id);
       } else {
@@ -212,7 +219,18 @@ class FusedCudaTrace final : public FusedTrace {
           if (timing) timing->begin();
           if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
             for (const StageCopy& sc : c->second) seg.graph.copy(sc.id, sc.dst, sc.src, sc.bytes);
-          if (!patching) run_library_step(static_cast<int>(s), calls[s], v[step.op]);
+          const RandomSlot* rs = random_slot(static_cast<int>(s), calls[s]);
+          if (rs) {
+            const int r = random_state_scalars(calls[s]);
+            seg.graph.kernel(rs->id, write_random_state_kernel(), 1, 1, 1,
+                             {reinterpret_cast<int64_t>(rs->slot.data_ptr()),
+                              calls[s].scalars[static_cast<size_t>(r)].to_int(),
+                              calls[s].scalars[static_cast<size_t>(r) + 1].to_int()});
+          }
+          if (!patching) {
+            RandomStateSlot scope(rs ? static_cast<const uint64_t*>(rs->slot.data_ptr()) : nullptr);
+            run_library_step(static_cast<int>(s), calls[s], v[step.op]);
+          }
           if (timing) timing->end(step_label(s));
         } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
           const CudaKernel& k = *kernels_[s];
@@ -420,7 +438,7 @@ class FusedCudaTrace final : public FusedTrace {
         last_input_[slot] = t.data_ptr();
         if (before == nullptr || before == t.data_ptr() || !stageable) continue;
         Stage fresh;
-        fresh.id = static_cast<int>(plan_.steps.size() + stages_.size());
+        fresh.id = next_node_id_++;
         fresh.storage =
             Storage::allocate(static_cast<size_t>(span) * itemsize(t.dtype()), t.device());
         fresh.buffer = Tensor::make_view(fresh.storage, t.sizes(), t.strides(), 0, t.dtype());
@@ -434,6 +452,25 @@ class FusedCudaTrace final : public FusedTrace {
                                  static_cast<size_t>(span) * itemsize(t.dtype())});
       t = stage.buffer;
     }
+  }
+
+  // A library step whose kernel draws random numbers (ops/kernels.h, RandomStateSlot):
+  // its (seed, offset) go to a device slot of its own, written by a kernel node just
+  // before the call, so the graph's call stays the same while the generator advances.
+  struct RandomSlot {
+    int id = 0;   // the writing kernel node's id
+    Tensor slot;  // int64 [2]: seed, offset
+  };
+  const RandomSlot* random_slot(int s, const OpCall& call) const {
+    if (random_state_scalars(call) < 0 || !write_random_state_kernel()) return nullptr;
+    auto it = random_slots_.find(s);
+    if (it == random_slots_.end()) {
+      RandomSlot fresh;
+      fresh.id = next_node_id_++;
+      fresh.slot = Tensor::make({2}, DType::Int64, device_);
+      it = random_slots_.emplace(s, std::move(fresh)).first;
+    }
+    return &it->second;
   }
 
   // A host tensor copied to this trace's device, out of place.
@@ -476,6 +513,8 @@ class FusedCudaTrace final : public FusedTrace {
     Tensor buffer;                     // the input's view of it, as the library call reads
   };
   mutable std::map<std::pair<int, int>, Stage> stages_;            // by (step, input)
+  mutable std::map<int, RandomSlot> random_slots_;                 // by step
+  mutable int next_node_id_;  // graph node ids after the steps': stage copies, slot writes
   mutable std::map<std::pair<int, int>, const void*> last_input_;  // until a slot moves
 };
 

@@ -1,10 +1,11 @@
-// The backward rule of attention_output (ops/attention_layout.h). On the CPU: one fused
+// The backward rule of attention_output (ops/attention_layout.h). One fused
 // attention_backward call from q, k, v, the mask and the packed forward result (output
-// and logsumexp), sliced into dq, dk and dv. On CUDA, which has the fused forward but
-// no fused backward yet: the unfused gradient (P recomputed by matmul and softmax,
-// then dV = P^T g, dS = P (g V^T - rowsum(P g V^T)), dQ = dS K scale, dK = dS^T Q scale).
-// attention and attention_backward have no rule of their own. A floating attn_mask gets
-// no gradient.
+// and logsumexp), sliced into dq, dk and dv: on the CPU always, on CUDA where
+// attention_cuda_backward_supports says so (float32). Otherwise the unfused gradient (P
+// recomputed by matmul and softmax, Z the dropout mask redrawn from the forward's state
+// (1 without dropout), then dV = (P Z)^T g, dS = P (Z g V^T - rowsum(P Z g V^T)) scale,
+// dQ = dS K, dK = dS^T Q). attention and attention_backward have no rule of their own. A
+// floating attn_mask gets no gradient.
 #include <cmath>
 
 #include "ops/api.h"
@@ -29,12 +30,22 @@ TensorList unfused_backward(const OpCall& c, const AttentionShape& s, const Tens
     scores = mask.dtype() == DType::Bool ? where(mask, scores, Scalar(-INFINITY)) : scores + mask;
   }
   const Tensor p = softmax(scores, -1);
-  const Tensor dp = matmul(grad, v.transpose(-2, -1));
+  Tensor dp = matmul(grad, v.transpose(-2, -1));
+  Tensor pz = p;
+  if (c.scalars.size() == 4) {  // the forward's dropout mask, redrawn
+    const double drop = c.scalars[1].to_double();
+    const RandomState st{static_cast<uint64_t>(c.scalars[2].to_int()),
+                         static_cast<uint64_t>(c.scalars[3].to_int())};
+    const Tensor keep = ge(rand(p.sizes(), {p.dtype(), p.device()}, st), Scalar(drop));
+    const Tensor z = mul(keep.to(p.dtype()), Scalar(1.0 / (1.0 - drop)));
+    pz = p * z;
+    dp = dp * z;
+  }
   const Tensor ds = mul(p * (dp - sum(p * dp, {q.dim() - 1}, true)), Scalar(scale));
   TensorList out(c.inputs.size());
   out[1] = matmul(ds, k);
   out[2] = matmul(ds.transpose(-2, -1), q);
-  out[3] = matmul(p.transpose(-2, -1), grad);
+  out[3] = matmul(pz.transpose(-2, -1), grad);
   return out;
 }
 
@@ -47,7 +58,11 @@ TensorList attention_backward(const OpNode& node, const Tensor& grad) {
   OpCall call{OpId::AttentionBackward, {grad}, c.scalars, c.attrs};
   for (size_t i = 0; i < c.inputs.size(); ++i) call.inputs.push_back(node.saved(i));
   const AttentionShape s = attention_shape(call);
-  if (grad.device().is_cuda()) {
+  const Tensor mask = s.has_mask ? call.inputs[5] : Tensor();
+  if (grad.device().is_cuda() &&
+      attention_cuda_backward_supports(call.inputs[2], call.inputs[3], call.inputs[4], mask)) {
+    if (grad.stride(-1) != 1) call.inputs[0] = grad.contiguous();
+  } else if (grad.device().is_cuda()) {
     OpCall saved = c;
     for (size_t i = 0; i < c.inputs.size(); ++i) saved.inputs[i] = node.saved(i);
     return unfused_backward(saved, s, grad);

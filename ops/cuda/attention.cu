@@ -2,11 +2,13 @@
 //  - attention: the FlashAttention-2 forward of ops/cuda/attention_kernels.cuh (tensor
 //    cores; float32 through 3xTF32) for the inputs attention_cuda_supports accepts;
 //    scaled_dot_product_attention sends the rest to the composite.
+//    Dropout (scalars 1-3) inside the kernel, its mask drawn from the (seed, offset).
 //  - attention_output: the first L rows of each packed entry, a strided copy.
-//  - attention_backward: none yet; the rule (ops/autograd/rules_attention.cpp) takes
-//    the unfused gradient on CUDA.
+//  - attention_backward: float32, ops/cuda/attention_backward_kernels.cuh, for what
+//    attention_cuda_backward_supports accepts; the rule takes the unfused gradient else.
 #include "ops/api.h"
 #include "ops/attention_layout.h"
+#include "ops/cuda/attention_backward_kernels.cuh"
 #include "ops/cuda/attention_kernels.cuh"
 #include "ops/cuda/common.cuh"
 
@@ -42,6 +44,23 @@ bool attention_cuda_supports(const Tensor& q, const Tensor& k, const Tensor& v,
   return aligned_rows(q) && aligned_rows(k) && aligned_rows(v);
 }
 
+bool attention_cuda_backward_supports(const Tensor& q, const Tensor& k, const Tensor& v,
+                                      const Tensor& mask) {
+  return q.dtype() == DType::Float32 && attention_cuda_supports(q, k, v, mask);
+}
+
+namespace {
+
+__global__ void write_random_state(RandomStateWords w) {
+  uint64_t* slot = reinterpret_cast<uint64_t*>(w.v[0]);
+  slot[0] = static_cast<uint64_t>(w.v[1]);
+  slot[1] = static_cast<uint64_t>(w.v[2]);
+}
+
+}  // namespace
+
+void* write_random_state_kernel() { return reinterpret_cast<void*>(&write_random_state); }
+
 namespace cuda_impl {
 namespace {
 
@@ -53,6 +72,18 @@ __global__ void copy_rows_kernel(const T* src, T* dst, int64_t block, int64_t sr
     const int64_t b = i / block;
     dst[i] = src[b * src_stride + (i - b * block)];
   }
+}
+
+attn::Dropout dropout_of(const OpCall& call) {
+  attn::Dropout d;
+  if (call.scalars.size() < 4) return d;
+  const double p = call.scalars[1].to_double();
+  d.p = static_cast<float>(p);
+  d.keep_scale = static_cast<float>(1.0 / (1.0 - p));
+  d.seed = static_cast<uint64_t>(call.scalars[2].to_int());
+  d.offset = static_cast<uint64_t>(call.scalars[3].to_int());
+  d.slot = RandomStateSlot::current();
+  return d;
 }
 
 template <class T, class Raw>
@@ -79,12 +110,54 @@ void forward(const OpCall& call, const Tensor& out) {
   p.L = static_cast<int>(s.L);
   p.S = static_cast<int>(s.S);
   p.scale_log2 = static_cast<float>(call.scalars[0].to_double() * 1.4426950408889634);
+  p.dropout = dropout_of(call);
   const int device = out.device().index;
   DeviceScope scope(device);
   const cudaError_t e =
       s.E == 64 ? attn::launch_forward<Raw, 64>(p, batch, call.attrs.causal, stream_of(device))
                 : attn::launch_forward<Raw, 128>(p, batch, call.attrs.causal, stream_of(device));
   check(e, "attention", "the forward kernel launch");
+}
+
+// attention_backward (grad, packed, q, k, v): float32 only.
+void backward(const OpCall& call, const Tensor& out) {
+  const AttentionShape s = attention_shape(call);
+  const Tensor &g = call.inputs[0], &packed = call.inputs[1];
+  const Tensor &q = call.inputs[2], &k = call.inputs[3], &v = call.inputs[4];
+  KILN_CHECK(attention_cuda_backward_supports(q, k, v, s.has_mask ? call.inputs[5] : Tensor()) &&
+                 g.stride(-1) == 1 && g.dim() == q.dim() && packed.is_contiguous(),
+             Error,
+             "[attention_backward] the CUDA kernel does not take these inputs (see "
+             "attention_cuda_backward_supports); the backward rule takes the unfused gradient");
+  attn::BwdParams p{};
+  p.q = q.data<float>();
+  p.k = k.data<float>();
+  p.v = v.data<float>();
+  p.grad = g.data<float>();
+  batch_strides(q, &p.q_sb, &p.q_sh);
+  batch_strides(k, &p.k_sb, &p.k_sh);
+  batch_strides(v, &p.v_sb, &p.v_sh);
+  batch_strides(g, &p.g_sb, &p.g_sh);
+  p.q_sr = q.stride(-2);
+  p.k_sr = k.stride(-2);
+  p.v_sr = v.stride(-2);
+  p.g_sr = g.stride(-2);
+  p.packed = packed.data<float>();
+  p.packed_batch = (s.L + attention_lse_rows(s.L, s.Ev, DType::Float32)) * s.Ev;
+  p.grads = out.data<float>();
+  p.grads_batch = (s.L + 2 * s.S) * s.E;
+  p.heads = q.dim() >= 3 ? static_cast<int>(q.size(q.dim() - 3)) : 1;
+  const int batch = q.dim() == 4 ? static_cast<int>(q.size(0)) : 1;
+  p.L = static_cast<int>(s.L);
+  p.S = static_cast<int>(s.S);
+  p.scale = static_cast<float>(call.scalars[0].to_double());
+  p.dropout = dropout_of(call);
+  const int device = out.device().index;
+  DeviceScope scope(device);
+  const cudaError_t e = s.E == 64
+                            ? attn::launch_backward<64>(p, batch, call.attrs.causal, stream_of(device))
+                            : attn::launch_backward<128>(p, batch, call.attrs.causal, stream_of(device));
+  check(e, "attention_backward", "the backward kernel launch");
 }
 
 template <class T>
@@ -105,9 +178,7 @@ void output(const OpCall& call, const Tensor& out) {
 namespace cuda {
 
 void attention(const OpCall& call, const Tensor& out) {
-  KILN_CHECK(call.op != OpId::AttentionBackward, Error,
-             "[attention_backward] has no CUDA kernel; the attention_output rule takes the "
-             "unfused gradient on CUDA");
+  if (call.op == OpId::AttentionBackward) return cuda_impl::backward(call, out);
   cuda_impl::visit_floating(out.dtype(), call.name(), [&](auto tag) {
     using T = decltype(tag);
     if (call.op == OpId::AttentionOutput) {

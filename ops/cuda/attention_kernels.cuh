@@ -15,6 +15,12 @@
 //
 // Output: packed [batch * heads, L + R, D] (ops/attention_layout.h): rows [0, L) the
 // result, then the float logsumexp (natural log) of each query row at element L * D.
+//
+// Dropout (the Drop template flag): the normalizer l sums every p; the P V product takes
+// p / (1 - dropout_p) where kept() holds for the element's row-major index in the
+// [batch, heads, L, S] probabilities, else 0. kept() compares kiln.rand's float32 value
+// at that index for the (seed, offset) with dropout_p, so the mask is the one the
+// composite softmax -> dropout -> matmul draws with the same generator state.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -22,11 +28,32 @@
 
 #include <cstdint>
 
+#include "ops/philox.h"
+
 namespace attn {
 
 constexpr int kRows = 64;  // queries per block
 constexpr int kCols = 64;  // keys per tile
 constexpr int kThreads = 128;
+
+// Attention dropout: element index -> kept or not, and the scale of the kept ones.
+struct Dropout {
+  float p = 0.f;           // drop probability (keep when the uniform draw >= p)
+  float keep_scale = 1.f;  // 1 / (1 - p), rounded to float as dropout's multiply is
+  uint64_t seed = 0, offset = 0;
+  // Set while a CUDA graph records the call: (seed, offset) are read here at run time
+  // (the graph rewrites them every replay) instead of from the fields above.
+  const uint64_t* slot = nullptr;
+};
+__device__ __forceinline__ void load_state(const Dropout& d, uint64_t& seed, uint64_t& offset) {
+  seed = d.slot ? d.slot[0] : d.seed;
+  offset = d.slot ? d.slot[1] : d.offset;
+}
+// kiln.rand's float32 value at `index` (ops/philox.h rand_value with 24 bits) >= p.
+__device__ __forceinline__ bool kept(uint64_t seed, uint64_t offset, uint64_t index, float p) {
+  const kiln::philox::Uint4 r = kiln::philox::draw(seed, offset, index);
+  return static_cast<float>(r.x >> 8) * (1.0f / 16777216.0f) >= p;
+}
 
 struct FwdParams {
   const void *q, *k, *v;
@@ -36,6 +63,7 @@ struct FwdParams {
   int64_t out_batch;  // elements between (batch, head) entries of out: (L + R) * D
   int heads, L, S;
   float scale_log2;  // scale * log2(e)
+  Dropout dropout;   // used by the Dropout instantiations only
 };
 
 __device__ __forceinline__ uint32_t pack2(float a, float b, __nv_bfloat16*) {
@@ -124,7 +152,7 @@ __device__ __forceinline__ void store2(T* p, float a, float b) {
   }
 }
 
-template <class T, int D, bool Causal>
+template <class T, int D, bool Causal, bool Drop>
 __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
   constexpr bool kF32 = sizeof(T) == 4;
   constexpr int kPad = 16 / sizeof(T);
@@ -156,6 +184,12 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const int row0 = i0 + warp * 16 + g;  // this thread's rows: row0, row0 + 8
   const T* qw = sq + warp * 16 * kP;
+
+  uint64_t seed = 0, offset = 0;
+  if constexpr (Drop) load_state(p.dropout, seed, offset);
+  // Row-major index of (row, 0) in the [batch, heads, L, S] probabilities.
+  const uint64_t drop_row0 =
+      ((static_cast<uint64_t>(batch) * p.heads + head) * p.L + row0) * static_cast<uint64_t>(p.S);
 
   const int key_end = Causal ? min(p.S, i0 + kRows) : p.S;
   for (int j0 = 0; j0 < key_end; j0 += kCols) {
@@ -229,6 +263,11 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
       for (int i = 0; i < 4; ++i) {
         s[n][i] = exp2f(s[n][i] - shift[i >> 1]);
         l[i >> 1] += s[n][i];
+        if constexpr (Drop) {
+          const int col = j0 + n * 8 + 2 * t + (i & 1);
+          const uint64_t index = drop_row0 + (i >= 2 ? 8ull * p.S : 0ull) + col;
+          s[n][i] = kept(seed, offset, index, p.dropout.p) ? s[n][i] * p.dropout.keep_scale : 0.f;
+        }
       }
     }
 #pragma unroll
@@ -309,7 +348,9 @@ constexpr int forward_smem() {
 template <class T, int D>
 cudaError_t launch_forward(const FwdParams& p, int batch, bool causal, cudaStream_t stream) {
   constexpr int smem = forward_smem<T, D>();
-  auto kernel = causal ? forward_kernel<T, D, true> : forward_kernel<T, D, false>;
+  const bool drop = p.dropout.p > 0.f;
+  auto kernel = causal ? (drop ? forward_kernel<T, D, true, true> : forward_kernel<T, D, true, false>)
+                       : (drop ? forward_kernel<T, D, false, true> : forward_kernel<T, D, false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
   const dim3 grid((p.L + kRows - 1) / kRows, p.heads, batch);

@@ -42,4 +42,9 @@ namespace kiln {
 bool attention_cuda_supports(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   return false;
 }
+bool attention_cuda_backward_supports(const Tensor&, const Tensor&, const Tensor&,
+                                      const Tensor&) {
+  return false;
+}
+void* write_random_state_kernel() { return nullptr; }
 }  // namespace kiln

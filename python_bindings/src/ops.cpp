@@ -205,11 +205,12 @@ Tensor optional_tensor(const bp::object& obj, const char* op, const char* arg) {
 }
 
 Tensor sdpa_fn(const Tensor& q, const Tensor& k, const Tensor& v, const bp::object& mask,
-               bool is_causal, const bp::object& scale) {
+               bool is_causal, const bp::object& scale, double dropout_p) {
   std::optional<double> s;
   if (!scale.is_none()) s = bp::extract<double>(scale)();
   return kiln::scaled_dot_product_attention(
-      q, k, v, optional_tensor(mask, "scaled_dot_product_attention", "attn_mask"), is_causal, s);
+      q, k, v, optional_tensor(mask, "scaled_dot_product_attention", "attn_mask"), is_causal, s,
+      dropout_p);
 }
 
 // The raw fused-attention rows (ops/attention_layout.h), for tests and tools; users
@@ -525,10 +526,10 @@ void register_ops() {
   bp::def("layer_norm", &layer_norm_fn,
           (bp::arg("input"), bp::arg("normalized_shape"), bp::arg("weight") = none,
            bp::arg("bias") = none, bp::arg("eps") = 1e-5));
-  // fused attention (no dropout: kiln.nn.functional adds it through the composite)
+  // fused attention (dropout inside on CUDA; the composite elsewhere)
   bp::def("scaled_dot_product_attention", &sdpa_fn,
           (bp::arg("query"), bp::arg("key"), bp::arg("value"), bp::arg("attn_mask") = none,
-           bp::arg("is_causal") = false, bp::arg("scale") = none));
+           bp::arg("is_causal") = false, bp::arg("scale") = none, bp::arg("dropout_p") = 0.0));
   bp::def(
       "attention",
       +[](T q, T k, T v, const bp::object& mask, bool is_causal, double scale) {

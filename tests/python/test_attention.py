@@ -5,6 +5,7 @@ non-contiguous q/k/v, L != S, Ev != E, sizes that cross the CPU tiles (64 querie
 keys), broadcast batch dims, the traced path, bad input. The CUDA leg compares the GPU
 op with kiln's CPU op (tested here against PyTorch) and float64 numpy."""
 
+import json
 import math
 
 import numpy as np
@@ -221,3 +222,86 @@ def test_cuda_matches_cpu_and_float64(rng, dtype, tol, causal, sizes):
                                rtol=tol, atol=tol)
     for a, b in zip(results["cuda"], results["cpu"]):
         np.testing.assert_allclose(a, b, rtol=tol * 10, atol=tol * 10)
+
+
+def dropout_reference(q, kk, v, g, causal, p, seed):
+    """float64 numpy forward and gradients of dropout(softmax(q k^T / sqrt(E))) v with the
+    mask kiln.rand draws on the CPU after kiln.manual_seed(seed) (the state the fused op
+    takes)."""
+    kiln.manual_seed(seed)
+    B, H, L, _ = q.shape
+    S = kk.shape[-2]
+    z = (to_np(kiln.rand(B, H, L, S)) >= p) / (1.0 - p)
+    s = q @ np.swapaxes(kk, -1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.tril(np.ones((L, S), dtype=bool)), s, -np.inf)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    pr = e / e.sum(-1, keepdims=True)
+    out = (pr * z) @ v
+    dv = np.swapaxes(pr * z, -1, -2) @ g
+    dp = (g @ np.swapaxes(v, -1, -2)) * z
+    ds = pr * (dp - (pr * dp).sum(-1, keepdims=True)) / math.sqrt(q.shape[-1])
+    return out, ds @ kk, np.swapaxes(ds, -1, -2) @ q, dv
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_cpu_dropout_composite_against_float64(rng, causal):
+    B, H, L, S, E = 2, 2, 9, 11, 8
+    q, kk, v = (rng.standard_normal(s) for s in ((B, H, L, E), (B, H, S, E), (B, H, S, E)))
+    g = rng.standard_normal((B, H, L, E))
+    ins = [k(a.astype(np.float32), requires_grad=True) for a in (q, kk, v)]
+    kiln.manual_seed(7)
+    out = KF.scaled_dot_product_attention(*ins, is_causal=causal, dropout_p=0.3)
+    out.backward(k(g.astype(np.float32)))
+    expected = dropout_reference(q, kk, v, g, causal, 0.3, 7)
+    for got, want in zip([out] + [x.grad for x in ins], expected):
+        np.testing.assert_allclose(to_np(got), want, rtol=1e-4, atol=1e-5)
+    assert np.mean(to_np(out) == 0) < 0.5  # dropped weights, not dropped rows
+
+
+@requires_cuda
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("sizes", [(2, 3, 70, 70, 64), (1, 2, 33, 129, 128), (2, 6, 256, 256, 64)])
+def test_cuda_fused_dropout_against_float64_and_the_cpu_composite(rng, causal, sizes):
+    """Forward and backward inside the fused kernels draw the composite's mask."""
+    B, H, L, S, E = sizes
+    q, kk, v = (rng.standard_normal(s) for s in ((B, H, L, E), (B, H, S, E), (B, H, S, E)))
+    g = rng.standard_normal((B, H, L, E))
+    results = {}
+    for dev in ("cpu", "cuda"):
+        ins = [k(a.astype(np.float32)).to(dev).requires_grad_(True) for a in (q, kk, v)]
+        kiln.manual_seed(11)
+        out = KF.scaled_dot_product_attention(*ins, is_causal=causal, dropout_p=0.2)
+        out.backward(k(g.astype(np.float32)).to(dev))
+        results[dev] = [to_np(out)] + [to_np(x.grad) for x in ins]
+    expected = dropout_reference(q, kk, v, g, causal, 0.2, 11)
+    for got, cpu, want in zip(results["cuda"], results["cpu"], expected):
+        scale = np.abs(want).max()
+        assert np.abs(got - want).max() <= 1e-4 * scale, np.abs(got - want).max() / scale
+        assert np.abs(cpu - want).max() <= 1e-4 * scale
+
+
+@requires_cuda
+def test_cuda_traced_dropout_attention_replays_in_a_graph_with_each_steps_mask(rng):
+    """A plain training-style loop: every replay draws a new mask (a new generator state)
+    through the graph's random-state slot, without re-capturing the graph."""
+    B, H, L, E = 2, 2, 64, 64
+    arrays = [rng.standard_normal((B, H, L, E)) for _ in range(3)]
+    g = rng.standard_normal((B, H, L, E))
+    kiln.reset()
+    for it in range(8):
+        ins = [k(a.astype(np.float32)).to("cuda").requires_grad_(True) for a in arrays]
+        kiln.manual_seed(100 + it)
+        out = KF.scaled_dot_product_attention(*ins, is_causal=True, dropout_p=0.25)
+        out.backward(k(g.astype(np.float32)).to("cuda"))
+        got = [to_np(out)] + [to_np(x.grad) for x in ins]
+        want = dropout_reference(*arrays, g, True, 0.25, 100 + it)
+        for a, b in zip(got, want):
+            assert np.abs(a - b).max() <= 1e-4 * np.abs(b).max()
+    report = json.loads(kiln.explain().json())
+    attention = [t for t in report["traces"] if "attention" in t["ops"]]
+    assert attention and all(t["replays"] > 0 for t in attention), report["traces"]
+    notes = [n for t in attention for n in t.get("notes", [])]
+    assert not any(n.startswith("cuda graph off") for n in notes), notes
+    captured = [n for n in notes if "re-capture(s)" in n]
+    assert captured and all(" 0 re-capture" in n for n in captured), notes

@@ -292,31 +292,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                                  is_causal=False, scale=None):
     """softmax(q @ k^T * scale + mask) @ v over the last two dims: one fused op (forward
     and backward, ops/attention_layout.h; the C++ side takes the composite where a device
-    has no kernel for the inputs); with dropout_p > 0, the composite below."""
+    has no kernel for the inputs). dropout_p > 0 drops attention weights as dropout()
+    does (inside the fused kernels on CUDA), whether or not the module is training, as
+    PyTorch's function does."""
     if _autocast._active[0]:
         query, key, value = _autocast.lower(query, key, value)
-    if not dropout_p:
-        return _C.scaled_dot_product_attention(query, key, value, attn_mask, is_causal, scale)
-    return _attention_composite(query, key, value, attn_mask, dropout_p, is_causal, scale)
-
-
-def _attention_composite(query, key, value, attn_mask, dropout_p, is_causal, scale):
-    L, S = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale
-    if is_causal:
-        rows = _C.arange(L, device=query.device).unsqueeze(1)
-        cols = _C.arange(S, device=query.device).unsqueeze(0)
-        scores = _C.where(cols <= rows, scores, float("-inf"))
-    if attn_mask is not None:
-        if attn_mask.dtype == _C.bool:
-            scores = _C.where(attn_mask, scores, float("-inf"))
-        else:
-            scores = scores + attn_mask
-    attn = _C.softmax(scores, -1)
-    if dropout_p:
-        attn = dropout(attn, dropout_p)
-    return attn @ value
+    if not 0.0 <= dropout_p <= 1.0:
+        raise _C.KilnValueError(
+            f"[scaled_dot_product_attention] dropout_p must be in [0, 1], got {dropout_p}")
+    return _C.scaled_dot_product_attention(query, key, value, attn_mask, is_causal, scale,
+                                           float(dropout_p))
 
 
 def _check_same_shape(op, input, target):
