@@ -37,8 +37,8 @@ Tensor attention_composite(const Tensor& q, const Tensor& k, const Tensor& v, co
     scores = mask.dtype() == DType::Bool ? where(mask, scores, Scalar(-INFINITY)) : scores + mask;
   Tensor weights = softmax(scores, -1);
   if (dropout_p > 0) {  // kiln.nn.functional.dropout's form
-    const Tensor keep = ge(rand(weights.sizes(), {weights.dtype(), weights.device()}),
-                           Scalar(dropout_p));
+    const Tensor keep =
+        ge(rand(weights.sizes(), {weights.dtype(), weights.device()}), Scalar(dropout_p));
     weights = where(keep, mul(weights, Scalar(1.0 / (1.0 - dropout_p))), Scalar(0.0));
   }
   return matmul(weights, v);
@@ -85,10 +85,11 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   call.attrs.causal = is_causal;
   if (mask.defined()) call.inputs.push_back(mask.expand(with_last(batch, L, S)));
   const bool fused =
-      dropout_p > 0 ? dropout_p < 1 && attention_cuda_supports(call.inputs[0], call.inputs[1],
-                                                               call.inputs[2], mask)
-                    : q.device().is_cpu() || attention_cuda_supports(call.inputs[0], call.inputs[1],
-                                                                     call.inputs[2], mask);
+      dropout_p > 0
+          ? dropout_p < 1 &&
+                attention_cuda_supports(call.inputs[0], call.inputs[1], call.inputs[2], mask)
+          : q.device().is_cpu() ||
+                attention_cuda_supports(call.inputs[0], call.inputs[1], call.inputs[2], mask);
   if (!fused) return attention_composite(q, k, v, mask, is_causal, s, dropout_p);
   if (dropout_p > 0) {  // the mask's state: what the composite's rand would draw
     const RandomState st = next_random_state();

@@ -52,11 +52,12 @@ OutputMeta infer_attention(const OpCall& c) {
              c.scalars.size());
   if (c.scalars.size() == 4) {
     const double p = c.scalars[1].to_double();
-    KILN_CHECK(p >= 0.0 && p < 1.0, ValueError, "[", c.name(), "] expected dropout_p in [0, 1), got ",
-               p);
+    KILN_CHECK(p >= 0.0 && p < 1.0, ValueError, "[", c.name(),
+               "] expected dropout_p in [0, 1), got ", p);
     KILN_CHECK(c.inputs[qi].device().is_cuda(), DeviceError, "[", c.name(),
                "] dropout inside the fused kernel runs on CUDA only (got ",
-               c.inputs[qi].device().str(), " inputs); scaled_dot_product_attention takes the "
+               c.inputs[qi].device().str(),
+               " inputs); scaled_dot_product_attention takes the "
                "composite elsewhere");
   }
   const Tensor &q = c.inputs[qi], &k = c.inputs[qi + 1], &v = c.inputs[qi + 2];

@@ -173,7 +173,8 @@ class FusedCudaTrace final : public FusedTrace {
         sig.pointers.push_back(v[i].data_ptr());
         sig.contiguous.push_back(true);
         // A random state the kernel reads from its slot (random_slot) is no argument.
-        const int r = random_slot(static_cast<int>(s), calls[s]) ? random_state_scalars(calls[s]) : -1;
+        const int r =
+            random_slot(static_cast<int>(s), calls[s]) ? random_state_scalars(calls[s]) : -1;
         for (size_t q = 0; q < calls[s].scalars.size(); ++q)
           sig.scalars.push_back(r >= 0 && (q == size_t(r) || q == size_t(r) + 1)
                                     ? 0.0
@@ -512,8 +513,8 @@ class FusedCudaTrace final : public FusedTrace {
     std::shared_ptr<Storage> storage;  // the moving input's span, copied before each call
     Tensor buffer;                     // the input's view of it, as the library call reads
   };
-  mutable std::map<std::pair<int, int>, Stage> stages_;            // by (step, input)
-  mutable std::map<int, RandomSlot> random_slots_;                 // by step
+  mutable std::map<std::pair<int, int>, Stage> stages_;  // by (step, input)
+  mutable std::map<int, RandomSlot> random_slots_;       // by step
   mutable int next_node_id_;  // graph node ids after the steps': stage copies, slot writes
   mutable std::map<std::pair<int, int>, const void*> last_input_;  // until a slot moves
 };

@@ -154,9 +154,9 @@ void backward(const OpCall& call, const Tensor& out) {
   p.dropout = dropout_of(call);
   const int device = out.device().index;
   DeviceScope scope(device);
-  const cudaError_t e = s.E == 64
-                            ? attn::launch_backward<64>(p, batch, call.attrs.causal, stream_of(device))
-                            : attn::launch_backward<128>(p, batch, call.attrs.causal, stream_of(device));
+  const cudaError_t e =
+      s.E == 64 ? attn::launch_backward<64>(p, batch, call.attrs.causal, stream_of(device))
+                : attn::launch_backward<128>(p, batch, call.attrs.causal, stream_of(device));
   check(e, "attention_backward", "the backward kernel launch");
 }
 

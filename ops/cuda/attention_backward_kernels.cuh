@@ -27,7 +27,7 @@ constexpr int kBwdThreads = 256;
 struct BwdParams {
   const float *q, *k, *v, *grad;  // grad: dO, [.., L, D]
   int64_t q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, g_sb, g_sh, g_sr;
-  const float* packed;  // the forward's output: rows [0, L) O, then the logsumexp
+  const float* packed;   // the forward's output: rows [0, L) O, then the logsumexp
   int64_t packed_batch;  // (L + R) * D
   float* grads;
   int64_t grads_batch;  // (L + 2S) * D
@@ -49,15 +49,15 @@ __device__ __forceinline__ void load_rows_f32(float* smem, const float* src, int
 
 template <int D, bool Causal, bool Drop>
 __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
-  constexpr int kP = D + 1;  // pitch of Q, K, V, dO tiles
-  constexpr int kSP = 65;    // pitch of the P and dS tiles
+  constexpr int kP = D + 1;   // pitch of Q, K, V, dO tiles
+  constexpr int kSP = 65;     // pitch of the P and dS tiles
   constexpr int kW = D / 16;  // output columns per thread in the [64, D] products
   extern __shared__ float smem[];
   float* sk = smem;
   float* sv = sk + 64 * kP;
   float* sq = sv + 64 * kP;
   float* sdo = sq + 64 * kP;
-  float* sp = sdo + 64 * kP;  // P Z, [query][key]
+  float* sp = sdo + 64 * kP;   // P Z, [query][key]
   float* sds = sp + 64 * kSP;  // dS, [query][key]
   float* slse = sds + 64 * kSP;
   float* sdi = slse + 64;
@@ -241,8 +241,9 @@ cudaError_t launch_backward(const BwdParams& p, int batch, bool causal, cudaStre
                                     static_cast<size_t>(batch) * p.heads, stream);
   if (e != cudaSuccess) return e;
   const bool drop = p.dropout.p > 0.f;
-  auto kernel = causal ? (drop ? backward_kernel<D, true, true> : backward_kernel<D, true, false>)
-                       : (drop ? backward_kernel<D, false, true> : backward_kernel<D, false, false>);
+  auto kernel = causal
+                    ? (drop ? backward_kernel<D, true, true> : backward_kernel<D, true, false>)
+                    : (drop ? backward_kernel<D, false, true> : backward_kernel<D, false, false>);
   e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
   const dim3 grid((p.S + 63) / 64, p.heads, batch);

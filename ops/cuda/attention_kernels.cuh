@@ -349,8 +349,9 @@ template <class T, int D>
 cudaError_t launch_forward(const FwdParams& p, int batch, bool causal, cudaStream_t stream) {
   constexpr int smem = forward_smem<T, D>();
   const bool drop = p.dropout.p > 0.f;
-  auto kernel = causal ? (drop ? forward_kernel<T, D, true, true> : forward_kernel<T, D, true, false>)
-                       : (drop ? forward_kernel<T, D, false, true> : forward_kernel<T, D, false, false>);
+  auto kernel =
+      causal ? (drop ? forward_kernel<T, D, true, true> : forward_kernel<T, D, true, false>)
+             : (drop ? forward_kernel<T, D, false, true> : forward_kernel<T, D, false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
   const dim3 grid((p.L + kRows - 1) / kRows, p.heads, batch);

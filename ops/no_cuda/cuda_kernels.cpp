@@ -42,8 +42,7 @@ namespace kiln {
 bool attention_cuda_supports(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   return false;
 }
-bool attention_cuda_backward_supports(const Tensor&, const Tensor&, const Tensor&,
-                                      const Tensor&) {
+bool attention_cuda_backward_supports(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
   return false;
 }
 void* write_random_state_kernel() { return nullptr; }
