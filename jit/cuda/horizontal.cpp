@@ -56,24 +56,24 @@ std::vector<Access> step_access(const tracer::TraceProgram& program, const Fusio
                   ? of(op.inputs[0])
                   : static_cast<int64_t>(i);
   }
+  // Every op counts for the step computing it: a kernel group's ops, a library step's op
+  // and, in a folded GEMM step (matmul_epilogue.h), the matmul and add it absorbed.
   std::vector<Access> out(plan.steps.size());
-  for (size_t s = 0; s < plan.steps.size(); ++s) {
-    const Step& step = plan.steps[s];
-    if (step.kind == Step::Kind::View) continue;  // makes a view on the host; no GPU work
-    std::vector<int> ops =
-        step.kind == Step::Kind::Kernel ? step.group.ops : std::vector<int>{step.op};
+  for (size_t i = 0; i < n; ++i) {
+    if (plan.canonical[i] != static_cast<int>(i) || plan.step_of[i] < 0) continue;
+    const size_t s = static_cast<size_t>(plan.step_of[i]);
+    if (plan.steps[s].kind == Step::Kind::View) continue;  // a view on the host; no GPU work
+    const TraceOp& op = program.ops[i];
     Access& a = out[s];
-    for (int i : ops) {
-      const TraceOp& op = program.ops[i];
-      for (const InputRef& r : op.inputs) a.reads.push_back(of(r));
-      if (op.in_place) a.reads.push_back(of(op.target));
-      a.writes.push_back(root[i]);
-    }
+    for (const InputRef& r : op.inputs) a.reads.push_back(of(r));
+    if (op.in_place) a.reads.push_back(of(op.target));
+    a.writes.push_back(root[i]);
+  }
+  for (Access& a : out)
     for (std::vector<int64_t>* v : {&a.reads, &a.writes}) {
       std::sort(v->begin(), v->end());
       v->erase(std::unique(v->begin(), v->end()), v->end());
     }
-  }
   return out;
 }
 
