@@ -60,6 +60,7 @@ std::unique_ptr<tracer::Executable> JitBackend::compile(const TraceProgram& prog
 
     // Compile the batch; if that fails every fused group runs eagerly.
     try {
+      build->group_launches(program, plan);
       build->finish();
     } catch (const std::exception& e) {
       for (size_t s : kernel_steps)

@@ -35,6 +35,10 @@ class KernelBuild {
   // Code for the kernel of step `step`, the group lowered (called in step order). Throws
   // when it cannot: that group runs eagerly.
   virtual void add(size_t step, const FusionGroup& group, LoweredKernel lowered) = 0;
+  // Once every group is added: the target may launch some kernels together (CUDA:
+  // horizontal fusion, jit/cuda/horizontal.h), filling plan.launch_at. `plan` stays alive
+  // and is the one instantiated, unless finish() throws.
+  virtual void group_launches(const tracer::TraceProgram& program, FusionPlan& plan) {}
   // Compiles what add() left to compile as one batch. Throws: every group runs eagerly.
   virtual void finish() {}
   // KILN_DEBUG_DIR: the backend's own files, and compile.txt's lines before "total:".

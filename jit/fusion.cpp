@@ -60,6 +60,8 @@ std::string FusionPlan::str(const TraceProgram& p) const {
       out += std::string(s.group.reduced_dims ? "row kernel" : "pointwise kernel") + " over " +
              dims_str(s.group.shape);
       if (s.group.reduced_dims) out += " (reducing " + std::to_string(s.group.reduced_dims) + ")";
+      if (i < launch_at.size() && launch_at[i] != static_cast<int>(i))
+        out += " [launched after step " + std::to_string(launch_at[i]) + "]";
       out += ":";
       for (int op : s.group.ops) {
         out += " v" + std::to_string(op) + "=" + p.ops[op].str();

@@ -41,9 +41,13 @@ struct FusionOptions {
 struct FusionPlan {
   std::vector<int> canonical;  // per op: itself, the op CSE merged it into, or -1 (dead)
   std::vector<Step> steps;
-  std::vector<uint8_t> stored;     // per op: a tensor holds its value during the run
-  std::vector<uint8_t> escapes;    // per op: allocated fresh each run
-  std::vector<int> step_of;        // per op: the step computing it (-1: dead)
+  std::vector<uint8_t> stored;   // per op: a tensor holds its value during the run
+  std::vector<uint8_t> escapes;  // per op: allocated fresh each run
+  std::vector<int> step_of;      // per op: the step computing it (-1: dead)
+  // Per step: the step after whose place it is launched (itself, or a later one where the
+  // target delays a small kernel to launch it with others as one: jit/cuda/horizontal.h);
+  // empty: each at its own. plan_memory keeps what it reads and writes alive until then.
+  std::vector<int> launch_at;
   std::vector<std::string> notes;  // what stayed unfused and why
   int dead = 0, merged = 0;
 

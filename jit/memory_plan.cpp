@@ -30,18 +30,23 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
     if (base)
       root[i] = base->kind == InputRef::Kind::Value ? root[plan.canonical[base->index]] : -1;
   }
+  // When step s really runs (plan.launch_at): what it reads or writes stays alive until then.
+  auto launched = [&](int s) {
+    return s >= 0 && static_cast<size_t>(s) < plan.launch_at.size() ? plan.launch_at[s] : s;
+  };
   std::vector<int> last(n, -1);
   for (int i = 0; i < n; ++i) {
     if (plan.canonical[i] != i) continue;
     const TraceOp& op = p.ops[i];
+    const int at = launched(plan.step_of[i]);
     auto read = [&](const InputRef& r) {
       if (r.kind != InputRef::Kind::Value) return;
       const int rt = root[plan.canonical[r.index]];
-      if (rt >= 0) last[rt] = std::max(last[rt], plan.step_of[i]);
+      if (rt >= 0) last[rt] = std::max(last[rt], at);
     };
     for (const InputRef& r : op.inputs) read(r);
     if (op.in_place) read(op.target);
-    if (root[i] >= 0 && root[i] != i) last[root[i]] = std::max(last[root[i]], plan.step_of[i]);
+    if (root[i] >= 0) last[root[i]] = std::max(last[root[i]], at);
   }
   struct Block {
     int64_t offset, bytes;

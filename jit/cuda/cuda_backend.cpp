@@ -13,9 +13,11 @@
 
 #include "jit/compile_driver.h"
 #include "jit/cuda/cuda_codegen.h"
+#include "jit/cuda/horizontal.h"
 #include "jit/cuda/cuda_trace.h"
 #include "jit/cuda/matmul_epilogue.h"
 #include "jit/cuda/nvrtc_compiler.h"
+#include "jit/cuda/step_profile.h"
 
 namespace kiln::jit::cuda_backend {
 namespace {
@@ -67,25 +69,71 @@ class CudaKernelBuild final : public KernelBuild {
     k->lowered = std::move(lowered);
     k->layout = args_layout(k->lowered.kernel);
     k->name = kernel_name(emit_cuda_kernel(k->lowered.kernel, "kiln_k"));
-    if (source_of_.emplace(k->name, sources_.size()).second)
-      sources_.push_back({k->name, emit_cuda_kernel(k->lowered.kernel, k->name)});
     kernel_steps_.push_back(s);
     choose_launch(*k, sms_);
     if (kernels_.size() <= s) kernels_.resize(s + 1);
     kernels_[s] = std::move(k);
   }
 
+  // Horizontal fusion (horizontal.h): which kernel steps launch together, and the combos'
+  // code.
+  void group_launches(const TraceProgram& program, FusionPlan& plan) override {
+    plan_ = &plan;
+    std::vector<ComboCandidate> steps(plan.steps.size());
+    for (size_t s : kernel_steps_) {
+      const CudaKernel& k = *kernels_[s];
+      steps[s] = {k.lowered.work > 0, k.grid, k.block, k.block_y, k.layout.words()};
+    }
+    for (DelayedLaunch& launch : plan_combos(program, plan, steps, sms_)) {
+      CudaCombo c;
+      c.after = launch.after;
+      if (launch.parts.size() == 1) {  // launched alone, later than its place
+        c.parts = std::move(launch.parts);
+        combos_.push_back(std::move(c));
+        continue;
+      }
+      std::vector<size_t>& parts = launch.parts;
+      std::vector<const Kernel*> kernels;
+      std::vector<std::string> names, labels;
+      std::vector<int> words;
+      c.block = kernels_[parts[0]]->block;
+      c.block_y = kernels_[parts[0]]->block_y;
+      for (size_t s : parts) {
+        const CudaKernel& k = *kernels_[s];
+        kernels.push_back(&k.lowered.kernel);
+        names.push_back(k.name);
+        labels.push_back(step_profile::label(program, plan, s, false));
+        words.push_back(k.layout.words());
+        c.grid += k.grid;
+      }
+      c.layout = combo_layout(words);
+      c.name = kernel_name(emit_combo(kernels, names, "kiln_k"));
+      c.label = combo_label(labels);
+      c.parts = std::move(parts);
+      combo_sources_.push_back({c.name, emit_combo(kernels, names, c.name)});
+      combos_.push_back(std::move(c));
+    }
+  }
+
+  // Compiles the kernels launched on their own and the combos. Combos that fail to
+  // compile are given up (their parts launch on their own, noted) before anything else.
   void finish() override {
     if (kernel_steps_.empty()) return;
-    const CudaKernels loaded =
-        NvrtcCompiler::instance().get(cuda_prelude(), sources_, device_.index);
-    for (size_t s : kernel_steps_) {
-      CudaKernel& k = *kernels_[s];
-      const size_t q = source_of_.at(k.name);
-      k.fn = loaded.kernels[q];
-      k.pin = loaded.pins[q];
+    std::string combo_note;
+    if (!combos_.empty()) {
+      try {
+        compile(true);
+        return;
+      } catch (const std::exception& e) {
+        combo_note = "; horizontal fusion given up (combo kernels failed to compile: " +
+                     std::string(e.what()).substr(0, 400) + ")";
+        combos_.clear();
+        combo_sources_.clear();
+        if (plan_) plan_->launch_at.clear();
+      }
     }
-    note_ = loaded.summary(kernel_steps_.size());
+    compile(false);
+    note_ += combo_note;
   }
 
   void dump(const DebugDump& dump) const override {
@@ -95,27 +143,73 @@ class CudaKernelBuild final : public KernelBuild {
   }
 
   std::string compile_report() const override {
+    std::string combos;
+    for (const CudaCombo& c : combos_)
+      if (c.parts.size() > 1)
+        combos += c.name + " (steps " + std::to_string(c.parts.front()) + ".." +
+                  std::to_string(c.parts.back()) + ", launched after step " +
+                  std::to_string(c.after) + ", " + std::to_string(c.grid) + " blocks): " + c.label +
+                  "\n";
     return NvrtcCompiler::instance().version() +
-           "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" + note_ + "\n";
+           "\ncache: " + NvrtcCompiler::instance().cache_dir() + "\n" + note_ + "\n" + combos;
   }
 
   std::unique_ptr<tracer::Executable> instantiate(const TraceProgram& program, FusionPlan plan,
                                                   MemoryPlan memory) override {
     kernels_.resize(plan.steps.size());
     return make_cuda_trace(program, std::move(plan), std::move(memory), std::move(kernels_),
-                           std::move(folds_), std::move(gemms_), device_, note_);
+                           std::move(combos_), std::move(folds_), std::move(gemms_), device_,
+                           note_);
   }
 
  private:
+  // The sources of the kernels launched on their own (each different one once) and, with
+  // `combos`, the combos'; loads or compiles them and hands out the entry points.
+  void compile(bool combos) {
+    std::vector<size_t> in_combo(kernels_.size(), 0);
+    if (combos)
+      for (const CudaCombo& c : combos_)
+        for (size_t s : c.parts) in_combo[s] = c.parts.size() > 1;
+    sources_.clear();
+    std::map<std::string, size_t> source_of;  // name -> its index in sources_
+    for (size_t s : kernel_steps_) {
+      const CudaKernel& k = *kernels_[s];
+      if (!in_combo[s] && source_of.emplace(k.name, sources_.size()).second)
+        sources_.push_back({k.name, emit_cuda_kernel(k.lowered.kernel, k.name)});
+    }
+    const size_t standalone = sources_.size();
+    if (combos) sources_.insert(sources_.end(), combo_sources_.begin(), combo_sources_.end());
+    const CudaKernels loaded =
+        NvrtcCompiler::instance().get(cuda_prelude(), sources_, device_.index);
+    for (size_t s : kernel_steps_) {
+      if (in_combo[s]) continue;
+      CudaKernel& k = *kernels_[s];
+      const size_t q = source_of.at(k.name);
+      k.fn = loaded.kernels[q];
+      k.pin = loaded.pins[q];
+    }
+    if (combos) {
+      size_t q = standalone;
+      for (CudaCombo& c : combos_) {
+        if (c.parts.size() < 2) continue;
+        c.fn = loaded.kernels[q];
+        c.pin = loaded.pins[q++];
+      }
+    }
+    note_ = loaded.summary(kernel_steps_.size());
+  }
+
   Device device_;
   int sms_;
   std::map<int, FoldedMatmul> folds_;  // by step, from the epilogue pass
   std::map<int, std::unique_ptr<LtMatmul>> gemms_;
   std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
-  std::vector<KernelSource> sources_;                 // each different kernel's definition, once
-  std::map<std::string, size_t> source_of_;           // name -> its index in sources_
-  std::vector<size_t> kernel_steps_;                  // the steps that are kernels, in order
-  std::string note_;  // how finish() got them (CudaKernels::summary)
+  std::vector<KernelSource> sources_;        // what finish() compiled: each different one, once
+  std::vector<size_t> kernel_steps_;         // the steps that are kernels, in order
+  std::vector<CudaCombo> combos_;            // horizontal fusion: kernels launched together
+  std::vector<KernelSource> combo_sources_;  // ... their definitions
+  FusionPlan* plan_ = nullptr;               // group_launches' plan (launch_at)
+  std::string note_;                         // how finish() got them (CudaKernels::summary)
 };
 
 class NvrtcCudaBackend final : public JitBackend {

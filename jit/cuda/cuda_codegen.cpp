@@ -165,15 +165,25 @@ class Emitter {
  public:
   Emitter(const Kernel& k) : k_(k), l_(args_layout(k)) {}
 
-  std::string emit(const std::string& name) {
-    const int n = l_.words();
-    line("extern \"C\" __global__ void __launch_bounds__(256) " + name + "(const KilnArgs<" +
-         std::to_string(n) + "> a) {");
+  // part: a __device__ function of a combo kernel (cuda_codegen.h), its words at `v`, its
+  // block index and count in kiln_block / kiln_blocks.
+  std::string emit(const std::string& name, bool part) {
+    if (part) {
+      words_ = "v";
+      block_ = "kiln_block";
+      blocks_ = "kiln_blocks";
+      line("__device__ __noinline__ void " + name +
+           "(const long long* __restrict__ v, const unsigned kiln_block, "
+           "const unsigned kiln_blocks) {");
+    } else {
+      line("extern \"C\" __global__ void __launch_bounds__(256) " + name + "(const KilnArgs<" +
+           std::to_string(l_.words()) + "> a) {");
+    }
     ++indent_;
     for (int o = 0; o < l_.operands; ++o)
       line(stype(k_.operands[o].dtype) + "* p" + std::to_string(o) + " = reinterpret_cast<" +
-           stype(k_.operands[o].dtype) + "*>(a.v[" + std::to_string(o) + "]);");
-    line("const long long work = a.v[" + std::to_string(l_.work_at()) + "];");
+           stype(k_.operands[o].dtype) + "*>(" + word(o) + ");");
+    line("const long long work = " + word(l_.work_at()) + ";");
     for (size_t i = 0; i < k_.nodes.size(); ++i)
       if (k_.nodes[i].level == Level::Invariant) value(static_cast<int>(i));
     if (k_.kind == Kernel::Kind::Pointwise)
@@ -189,10 +199,9 @@ class Emitter {
   void line(const std::string& s) {
     out_ += std::string(static_cast<size_t>(indent_) * 2, ' ') + s + "\n";
   }
-  std::string shape(int d) { return "a.v[" + std::to_string(l_.shape_at() + d) + "]"; }
-  std::string stride(int o, int d) {
-    return "a.v[" + std::to_string(l_.strides_at() + o * l_.rank + d) + "]";
-  }
+  std::string word(int w) const { return words_ + "[" + std::to_string(w) + "]"; }
+  std::string shape(int d) { return word(l_.shape_at() + d); }
+  std::string stride(int o, int d) { return word(l_.strides_at() + o * l_.rank + d); }
   std::string tmp() { return "t" + std::to_string(next_++); }
 
   std::string compute(const KNode& n, const std::string& a, const std::string& b,
@@ -234,7 +243,7 @@ class Emitter {
         e = load_as(n.dtype, element_(n.operand));
         break;
       case KOp::Scalar: {
-        const std::string raw = "a.v[" + std::to_string(l_.scalars_at() + n.slot) + "]";
+        const std::string raw = word(l_.scalars_at() + n.slot);
         e = n.dtype == DType::Float64 ? "__longlong_as_double(" + raw + ")"
             : n.dtype == DType::Bool  ? "(" + raw + " != 0)"
                                       : raw;
@@ -278,8 +287,9 @@ class Emitter {
 
   // ---- pointwise
   void emit_pointwise() {
-    line("const long long step = static_cast<long long>(gridDim.x) * blockDim.x;");
-    line("const long long first = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;");
+    line("const long long step = static_cast<long long>(" + blocks_ + ") * blockDim.x;");
+    line("const long long first = static_cast<long long>(" + block_ +
+         ") * blockDim.x + threadIdx.x;");
     bool vector = l_.rank == 1, any_contiguous = false;
     for (const KOperand& o : k_.operands) {
       vector = vector && o.inner != InnerStride::Strided;
@@ -290,8 +300,7 @@ class Emitter {
       for (int o = 0; o < l_.operands; ++o) {
         if (k_.operands[o].inner != InnerStride::Contiguous) continue;
         if (!aligned.empty()) aligned += " | ";
-        aligned +=
-            "(a.v[" + std::to_string(o) + "] % (4 * sizeof(" + stype(k_.operands[o].dtype) + ")))";
+        aligned += "(" + word(o) + " % (4 * sizeof(" + stype(k_.operands[o].dtype) + ")))";
       }
       line("long long tail = 0;");
       line("if ((" + aligned + ") == 0) {");
@@ -583,9 +592,9 @@ class Emitter {
     line("const long long cols = " + shape(l_.rank - 1) + ";");
     line("if (blockDim.y > 1) {");
     ++indent_;
-    line(
-        "for (long long row = static_cast<long long>(blockIdx.x) * blockDim.y + threadIdx.y; "
-        "row < work; row += static_cast<long long>(gridDim.x) * blockDim.y) {");
+    line("for (long long row = static_cast<long long>(" + block_ +
+         ") * blockDim.y + threadIdx.y; row < work; row += static_cast<long long>(" + blocks_ +
+         ") * blockDim.y) {");
     ++indent_;
     row_bases();
     row_body(RowMode::Warp);
@@ -594,7 +603,7 @@ class Emitter {
     line("return;");
     --indent_;
     line("}");
-    line("for (long long row = blockIdx.x; row < work; row += gridDim.x) {");
+    line("for (long long row = " + block_ + "; row < work; row += " + blocks_ + ") {");
     ++indent_;
     row_bases();
     // Rows of up to kCached elements per thread keep the loaded values in registers
@@ -623,6 +632,7 @@ class Emitter {
   std::function<std::string(int)> element_;
   std::function<std::string(int)> index_;  // an index-only operand's element index
   std::map<int, std::string> invariant_, row_, memo_;
+  std::string words_ = "a.v", block_ = "blockIdx.x", blocks_ = "gridDim.x";
 };
 
 }  // namespace
@@ -637,7 +647,11 @@ int warp_cached_elements(const Kernel& kernel) {
 int64_t warp_row_limit(const Kernel& kernel) { return 32LL * warp_cached_elements(kernel); }
 
 std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name) {
-  return Emitter(kernel).emit(name);
+  return Emitter(kernel).emit(name, false);
+}
+
+std::string emit_cuda_part(const Kernel& kernel, const std::string& name) {
+  return Emitter(kernel).emit(name, true);
 }
 
 }  // namespace kiln::jit::cuda_backend

@@ -45,5 +45,10 @@ int64_t warp_row_limit(const Kernel& kernel);
 
 // One kernel's definition (after the prelude).
 std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name);
+// The same code as a part of a combo kernel (jit/cuda/horizontal.h): `__device__
+// __noinline__ void name(const long long* __restrict__ v, unsigned kiln_block, unsigned
+// kiln_blocks)`, reading its words (the layout above) from v and running as block
+// kiln_block of kiln_blocks wherever the kernel reads blockIdx.x of gridDim.x.
+std::string emit_cuda_part(const Kernel& kernel, const std::string& name);
 
 }  // namespace kiln::jit::cuda_backend

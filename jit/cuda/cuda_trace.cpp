@@ -36,11 +36,12 @@ using tracer::TraceProgram;
 class FusedCudaTrace final : public FusedTrace {
  public:
   FusedCudaTrace(TraceProgram program, FusionPlan plan, MemoryPlan memory,
-                 std::vector<std::unique_ptr<CudaKernel>> kernels,
+                 std::vector<std::unique_ptr<CudaKernel>> kernels, std::vector<CudaCombo> combos,
                  std::map<int, FoldedMatmul> folds, std::map<int, std::unique_ptr<LtMatmul>> gemms,
                  Device device, std::string compile_note)
       : FusedTrace(std::move(program), std::move(plan), std::move(memory)),
         kernels_(std::move(kernels)),
+        combos_(std::move(combos)),
         compile_note_(std::move(compile_note)),
         folds_(std::move(folds)),
         gemms_(std::move(gemms)),
@@ -52,6 +53,13 @@ class FusedCudaTrace final : public FusedTrace {
     for (const Step& step : plan_.steps)
       host_ops_ += step.kind == Step::Kind::Library && program_.ops[step.op].meta.device != device_;
     plan_segments();
+    combo_of_.assign(plan_.steps.size(), -1);
+    launched_after_.resize(plan_.steps.size());
+    for (size_t c = 0; c < combos_.size(); ++c) {
+      for (size_t s : combos_[c].parts) combo_of_[s] = static_cast<int>(c);
+      launched_after_[combos_[c].after].push_back(c);
+      if (combos_[c].parts.size() > 1) ++combo_count_;
+    }
   }
 
   void run(const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
@@ -214,9 +222,10 @@ class FusedCudaTrace final : public FusedTrace {
     auto launch_steps = [&](bool patching) {
       for (size_t s = seg.first_step; s < seg.end_step; ++s) {
         const Step& step = plan_.steps[s];
-        if (step.kind == Step::Kind::Library) {
-          if (std::find(uploads.begin(), uploads.end(), static_cast<int>(s)) != uploads.end())
-            continue;  // ran before the launch
+        if (step.kind == Step::Kind::Library &&
+            std::find(uploads.begin(), uploads.end(), static_cast<int>(s)) != uploads.end()) {
+          // ran before the launch
+        } else if (step.kind == Step::Kind::Library) {
           if (timing) timing->begin();
           if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
             for (const StageCopy& sc : c->second) seg.graph.copy(sc.id, sc.dst, sc.src, sc.bytes);
@@ -233,12 +242,13 @@ class FusedCudaTrace final : public FusedTrace {
             run_library_step(static_cast<int>(s), calls[s], v[step.op]);
           }
           if (timing) timing->end(step_label(s));
-        } else if (step.kind == Step::Kind::Kernel && !args[s].empty()) {
+        } else if (step.kind == Step::Kind::Kernel && combo_of_[s] < 0 && !args[s].empty()) {
           const CudaKernel& k = *kernels_[s];
           if (timing) timing->begin();
           seg.graph.kernel(static_cast<int>(s), k.fn, k.grid, k.block, k.block_y, args[s]);
           if (timing) timing->end(step_label(s));
         }
+        for (size_t q : launched_after_[s]) launch_delayed(seg, combos_[q], args, timing.get());
       }
       for (size_t s : copy_outs_[k]) {
         const int i = plan_.steps[s].op;
@@ -321,6 +331,14 @@ class FusedCudaTrace final : public FusedTrace {
           "cuda graph: launching segments early stopped " + std::to_string(partial_stops_) +
           " time(s) at a value the user held that the plan fuses away (last: " + partial_stop_ +
           ")");
+    if (combo_count_ > 0) {
+      size_t parts = 0;
+      for (const CudaCombo& c : combos_) parts += c.parts.size() > 1 ? c.parts.size() : 0;
+      out.push_back(
+          "cuda horizontal: " + std::to_string(parts) + " kernels launched as " +
+          std::to_string(combo_count_) +
+          " combo kernel(s) (KILN_CUDA_HORIZONTAL=0 turns this off); largest: " + largest_combo());
+    }
     if (host_ops_ > 0)
       out.push_back("cuda graph: " + std::to_string(host_ops_) +
                     " host-side op(s) run on the CPU before each launch");
@@ -356,6 +374,39 @@ class FusedCudaTrace final : public FusedTrace {
     }
     copy_outs_ = cut.copy_outs;
     copy_segment_ = cut.copy_segment;
+  }
+
+  // Kernels delayed by horizontal fusion (horizontal.h): one alone, or a combo kernel with
+  // its parts' words at their places.
+  void launch_delayed(Segment& seg, const CudaCombo& c,
+                      const std::vector<std::vector<int64_t>>& args,
+                      step_profile::Run* timing) const {
+    const size_t last = c.parts.back();
+    if (c.parts.size() == 1) {
+      const CudaKernel& k = *kernels_[last];
+      if (timing) timing->begin();
+      seg.graph.kernel(static_cast<int>(last), k.fn, k.grid, k.block, k.block_y, args[last]);
+      if (timing) timing->end(step_label(last));
+      return;
+    }
+    std::vector<unsigned> grids;
+    std::vector<const std::vector<int64_t>*> words;
+    for (size_t p : c.parts) {
+      grids.push_back(kernels_[p]->grid);
+      words.push_back(&args[p]);
+    }
+    std::vector<int64_t> combo_words;
+    combo_args(c.layout, grids, words, combo_words);
+    if (timing) timing->begin();
+    seg.graph.kernel(static_cast<int>(last), c.fn, c.grid, c.block, c.block_y, combo_words);
+    if (timing) timing->end(c.label);
+  }
+
+  std::string largest_combo() const {
+    const CudaCombo* best = &combos_[0];
+    for (const CudaCombo& c : combos_)
+      if (c.parts.size() > best->parts.size()) best = &c;
+    return best->label;
   }
 
   std::string step_label(size_t s) const {
@@ -493,6 +544,10 @@ class FusedCudaTrace final : public FusedTrace {
   }
 
   std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)
+  std::vector<CudaCombo> combos_;                     // kernels launched together
+  std::vector<int> combo_of_;                         // per step: its delayed launch, or -1
+  std::vector<std::vector<size_t>> launched_after_;   // per step: the delayed launches after it
+  size_t combo_count_ = 0;                            // delayed launches of 2 parts or more
   std::string compile_note_;                          // how its kernels were compiled
   std::map<int, FoldedMatmul> folds_;                 // library steps that are a folded GEMM
   std::map<int, std::unique_ptr<LtMatmul>> gemms_;    // ... and their cuBLASLt plans
@@ -657,11 +712,12 @@ std::unique_ptr<tracer::PartialRun> FusedCudaTrace::start_partial() const {
 
 std::unique_ptr<tracer::Executable> make_cuda_trace(
     TraceProgram program, FusionPlan plan, MemoryPlan memory,
-    std::vector<std::unique_ptr<CudaKernel>> kernels, std::map<int, FoldedMatmul> folds,
-    std::map<int, std::unique_ptr<LtMatmul>> gemms, Device device, std::string compile_note) {
+    std::vector<std::unique_ptr<CudaKernel>> kernels, std::vector<CudaCombo> combos,
+    std::map<int, FoldedMatmul> folds, std::map<int, std::unique_ptr<LtMatmul>> gemms,
+    Device device, std::string compile_note) {
   return std::make_unique<FusedCudaTrace>(std::move(program), std::move(plan), std::move(memory),
-                                          std::move(kernels), std::move(folds), std::move(gemms),
-                                          device, std::move(compile_note));
+                                          std::move(kernels), std::move(combos), std::move(folds),
+                                          std::move(gemms), device, std::move(compile_note));
 }
 
 }  // namespace kiln::jit::cuda_backend

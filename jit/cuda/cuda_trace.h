@@ -1,6 +1,6 @@
 // The compiled form of a CUDA trace (cuda_backend.cpp builds it, cuda_trace.cpp replays
-// it): one CudaKernel per fused kernel step, the epilogue GEMMs of folded library steps,
-// and the FusedTrace around them.
+// it): one CudaKernel per fused kernel step, the combos that launch some of them together,
+// the epilogue GEMMs of folded library steps, and the FusedTrace around them.
 #pragma once
 
 #include <map>
@@ -10,6 +10,7 @@
 
 #include "jit/cuda/cublaslt_matmul.h"
 #include "jit/cuda/cuda_codegen.h"
+#include "jit/cuda/horizontal.h"
 #include "jit/cuda/matmul_epilogue.h"
 #include "jit/fusion.h"
 #include "jit/lower.h"
@@ -29,9 +30,23 @@ struct CudaKernel {
   unsigned grid = 1;
 };
 
+// Kernel steps launched after step `after` (horizontal.h): one part, launched alone with
+// its own kernel; more, as one combo kernel.
+struct CudaCombo {
+  std::vector<size_t> parts;  // steps, increasing
+  size_t after = 0;
+  ComboLayout layout;
+  void* fn = nullptr;
+  std::shared_ptr<const void> pin;
+  std::string name;   // kernel_name() of its definition
+  std::string label;  // combo_label() of its parts' step labels
+  unsigned grid = 0, block = 256, block_y = 1;
+};
+
 std::unique_ptr<tracer::Executable> make_cuda_trace(
     tracer::TraceProgram program, FusionPlan plan, MemoryPlan memory,
-    std::vector<std::unique_ptr<CudaKernel>> kernels, std::map<int, FoldedMatmul> folds,
-    std::map<int, std::unique_ptr<LtMatmul>> gemms, Device device, std::string compile_note);
+    std::vector<std::unique_ptr<CudaKernel>> kernels, std::vector<CudaCombo> combos,
+    std::map<int, FoldedMatmul> folds, std::map<int, std::unique_ptr<LtMatmul>> gemms,
+    Device device, std::string compile_note);
 
 }  // namespace kiln::jit::cuda_backend
