@@ -18,6 +18,7 @@
 #include <mutex>
 
 #include "jit/cuda/cuda_graph_plan.h"
+#include "jit/cuda/library_inputs.h"
 #include "jit/cuda/segments.h"
 #include "jit/cuda/step_profile.h"
 #include "jit/fused_trace.h"
@@ -46,7 +47,7 @@ class FusedCudaTrace final : public FusedTrace {
         folds_(std::move(folds)),
         gemms_(std::move(gemms)),
         device_(device),
-        next_node_id_(static_cast<int>(plan_.steps.size())) {
+        library_inputs_(device, static_cast<int>(plan_.steps.size())) {
     if (const char* g = std::getenv("KILN_CUDA_GRAPHS"); g && std::string(g) == "0")
       graph_off_ = "KILN_CUDA_GRAPHS=0";
     if (step_profile::enabled()) graph_off_ = "KILN_CUDA_STEP_PROFILE=1";
@@ -172,7 +173,7 @@ class FusedCudaTrace final : public FusedTrace {
         }
         v[i] = library_output(i, externals, v);
         if (plan_.escapes[i] && !program_.ops[i].in_place) user[i] = output_for(i, externals, v);
-        stage_moving_inputs(static_cast<int>(s), calls[s], v[i], stage_copies);
+        library_inputs_.stage_moving_inputs(static_cast<int>(s), calls[s], v[i], stage_copies);
         CallSignature& sig = st.signature[s];
         for (const Tensor& t : calls[s].inputs) {
           sig.pointers.push_back(t.defined() ? t.data_ptr() : nullptr);
@@ -181,8 +182,9 @@ class FusedCudaTrace final : public FusedTrace {
         sig.pointers.push_back(v[i].data_ptr());
         sig.contiguous.push_back(true);
         // A random state the kernel reads from its slot (random_slot) is no argument.
-        const int r =
-            random_slot(static_cast<int>(s), calls[s]) ? random_state_scalars(calls[s]) : -1;
+        const int r = library_inputs_.random_slot(static_cast<int>(s), calls[s])
+                          ? random_state_scalars(calls[s])
+                          : -1;
         for (size_t q = 0; q < calls[s].scalars.size(); ++q)
           sig.scalars.push_back(r >= 0 && (q == size_t(r) || q == size_t(r) + 1)
                                     ? 0.0
@@ -229,7 +231,7 @@ class FusedCudaTrace final : public FusedTrace {
           if (timing) timing->begin();
           if (auto c = stage_copies.find(static_cast<int>(s)); c != stage_copies.end())
             for (const StageCopy& sc : c->second) seg.graph.copy(sc.id, sc.dst, sc.src, sc.bytes);
-          const RandomSlot* rs = random_slot(static_cast<int>(s), calls[s]);
+          const RandomSlot* rs = library_inputs_.random_slot(static_cast<int>(s), calls[s]);
           if (rs) {
             const int r = random_state_scalars(calls[s]);
             seg.graph.kernel(rs->id, write_random_state_kernel(), 1, 1, 1,
@@ -345,8 +347,8 @@ class FusedCudaTrace final : public FusedTrace {
     if (!uploads_.empty())
       out.push_back("cuda graph: " + std::to_string(uploads_.size()) +
                     " host tensor(s) copied in before each launch, outside the graph");
-    if (!stages_.empty())
-      out.push_back("cuda graph: " + std::to_string(stages_.size()) +
+    if (library_inputs_.staged() > 0)
+      out.push_back("cuda graph: " + std::to_string(library_inputs_.staged()) +
                     " library input(s) moved between replays, copied into staging buffers");
     out.push_back("cuda graph: " + std::to_string(g.captures) + " capture(s), " +
                   std::to_string(g.recaptures) +
@@ -445,86 +447,6 @@ class FusedCudaTrace final : public FusedTrace {
     return t;
   }
 
-  // A library call's input that arrives at a new address on a later run (a new batch
-  // tensor each step, a value the user receives fresh each run) would change what the
-  // captured library call reads and force a re-capture on every replay. Once an input slot
-  // has moved, the call reads it from a buffer owned by this trace instead, with the same
-  // strides, and a copy node (patched per replay, no re-capture) fills the buffer with the
-  // bytes the view spans just before the call. Inputs that never move (parameters, arena
-  // values) are read in place, copied never; a view spanning over 4x its elements (a
-  // column of a large tensor) is not staged.
-  struct StageCopy {
-    int id;
-    void* dst;
-    const void* src;
-    size_t bytes;
-  };
-  // The elements a view spans in its storage, from its first element: numel for a dense
-  // layout in any order (a transpose), more for a slice of a larger tensor; -1 when a
-  // stride is negative.
-  static int64_t span_of(const Tensor& t) {
-    int64_t last = 0;
-    for (size_t d = 0; d < t.sizes().size(); ++d) {
-      if (t.strides()[d] < 0) return -1;
-      last += (t.sizes()[d] - 1) * t.strides()[d];
-    }
-    return last + 1;
-  }
-
-  void stage_moving_inputs(int s, OpCall& call, const Tensor& result,
-                           std::map<int, std::vector<StageCopy>>& out) const {
-    for (size_t j = 0; j < call.inputs.size(); ++j) {
-      Tensor& t = call.inputs[j];
-      // Only this device's tensors are copied on its stream; an in-place call's target
-      // (or a view of it) is read and written where it is.
-      if (!t.defined() || t.numel() == 0 || t.device() != device_) continue;
-      if (result.defined() && t.storage() == result.storage()) continue;
-      const int64_t span = span_of(t);
-      // A copy of the span must not cost much more than the view itself (q, k or v of a
-      // fused qkv projection spans 3x its elements: staged; a column of a matrix: not).
-      const bool stageable = span > 0 && span <= 4 * t.numel() + 64;
-      const std::pair<int, int> slot{s, static_cast<int>(j)};
-      auto st = stages_.find(slot);
-      if (st == stages_.end()) {
-        const void* before = last_input_[slot];
-        last_input_[slot] = t.data_ptr();
-        if (before == nullptr || before == t.data_ptr() || !stageable) continue;
-        Stage fresh;
-        fresh.id = next_node_id_++;
-        fresh.storage =
-            Storage::allocate(static_cast<size_t>(span) * itemsize(t.dtype()), t.device());
-        fresh.buffer = Tensor::make_view(fresh.storage, t.sizes(), t.strides(), 0, t.dtype());
-        st = stages_.emplace(slot, std::move(fresh)).first;
-      }
-      const Stage& stage = st->second;
-      if (!stageable || t.sizes() != stage.buffer.sizes() ||
-          t.strides() != stage.buffer.strides() || t.dtype() != stage.buffer.dtype())
-        continue;  // the guards make this impossible; read it in place then
-      out[s].push_back(StageCopy{stage.id, stage.buffer.data_ptr(), t.data_ptr(),
-                                 static_cast<size_t>(span) * itemsize(t.dtype())});
-      t = stage.buffer;
-    }
-  }
-
-  // A library step whose kernel draws random numbers (ops/kernels.h, RandomStateSlot):
-  // its (seed, offset) go to a device slot of its own, written by a kernel node just
-  // before the call, so the graph's call stays the same while the generator advances.
-  struct RandomSlot {
-    int id = 0;   // the writing kernel node's id
-    Tensor slot;  // int64 [2]: seed, offset
-  };
-  const RandomSlot* random_slot(int s, const OpCall& call) const {
-    if (random_state_scalars(call) < 0 || !write_random_state_kernel()) return nullptr;
-    auto it = random_slots_.find(s);
-    if (it == random_slots_.end()) {
-      RandomSlot fresh;
-      fresh.id = next_node_id_++;
-      fresh.slot = Tensor::make({2}, DType::Int64, device_);
-      it = random_slots_.emplace(s, std::move(fresh)).first;
-    }
-    return &it->second;
-  }
-
   // A host tensor copied to this trace's device, out of place.
   bool is_upload(const OpCall& call, int i) const {
     return call.op == OpId::ToDevice && !program_.ops[i].in_place && call.inputs.size() == 1 &&
@@ -563,15 +485,7 @@ class FusedCudaTrace final : public FusedTrace {
   mutable std::map<int, Tensor> staging_;
   mutable std::map<int, Tensor> uploads_;  // by op: where a host tensor is copied in
   int host_ops_ = 0;                       // library steps that are host-side ops
-  struct Stage {
-    int id = 0;                        // its copy node's id (after the steps' ids)
-    std::shared_ptr<Storage> storage;  // the moving input's span, copied before each call
-    Tensor buffer;                     // the input's view of it, as the library call reads
-  };
-  mutable std::map<std::pair<int, int>, Stage> stages_;  // by (step, input)
-  mutable std::map<int, RandomSlot> random_slots_;       // by step
-  mutable int next_node_id_;  // graph node ids after the steps': stage copies, slot writes
-  mutable std::map<std::pair<int, int>, const void*> last_input_;  // until a slot moves
+  mutable LibraryInputs library_inputs_;   // staging buffers and random-state slots
 };
 
 // A FusedCudaTrace's run launched segment by segment as the walk passes them

@@ -22,11 +22,21 @@ void batch_strides(const Tensor& t, int64_t* sb, int64_t* sh) {
   *sh = nb >= 1 ? t.stride(nb - 1) : 0;
 }
 
+// From the metadata only (data_ptr() would make a pending traced value run now): storages
+// start 512-byte aligned (the caching allocator) and a trace's arena values at multiples
+// of 64 bytes, so the offset decides.
 bool aligned_rows(const Tensor& t) {
   const int64_t vec = 16 / t.element_size();
-  if (t.stride(-1) != 1 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+  if (t.stride(-1) != 1 || t.storage_offset() % vec != 0) return false;
   for (int64_t d = 0; d < t.dim() - 1; ++d)
     if (t.size(d) > 1 && t.stride(d) % vec != 0) return false;
+  return true;
+}
+
+// At launch, where the pointers are real: the 16-byte loads need them aligned.
+bool aligned_pointers(const Tensor& q, const Tensor& k, const Tensor& v) {
+  for (const Tensor* t : {&q, &k, &v})
+    if (reinterpret_cast<uintptr_t>(t->data_ptr()) % 16 != 0) return false;
   return true;
 }
 
@@ -90,7 +100,9 @@ template <class T, class Raw>
 void forward(const OpCall& call, const Tensor& out) {
   const AttentionShape s = attention_shape(call);
   const Tensor &q = call.inputs[0], &k = call.inputs[1], &v = call.inputs[2];
-  KILN_CHECK(attention_cuda_supports(q, k, v, s.has_mask ? call.inputs[3] : Tensor()), Error,
+  KILN_CHECK(attention_cuda_supports(q, k, v, s.has_mask ? call.inputs[3] : Tensor()) &&
+                 aligned_pointers(q, k, v),
+             Error,
              "[attention] the CUDA kernel does not take these inputs (see "
              "attention_cuda_supports); scaled_dot_product_attention uses the composite for them");
   attn::FwdParams p{};
@@ -125,7 +137,8 @@ void backward(const OpCall& call, const Tensor& out) {
   const Tensor &g = call.inputs[0], &packed = call.inputs[1];
   const Tensor &q = call.inputs[2], &k = call.inputs[3], &v = call.inputs[4];
   KILN_CHECK(attention_cuda_backward_supports(q, k, v, s.has_mask ? call.inputs[5] : Tensor()) &&
-                 g.stride(-1) == 1 && g.dim() == q.dim() && packed.is_contiguous(),
+                 aligned_pointers(q, k, v) && g.stride(-1) == 1 && g.dim() == q.dim() &&
+                 packed.is_contiguous(),
              Error,
              "[attention_backward] the CUDA kernel does not take these inputs (see "
              "attention_cuda_backward_supports); the backward rule takes the unfused gradient");
