@@ -69,7 +69,12 @@ void copy_across_devices(const Tensor& src, const Tensor& out);
 // parameter), patched every replay like a fused kernel's scalars, so the captured call
 // stays valid while the generator advances. Kernels that honour it: attention and
 // attention_backward with dropout.
-int random_state_scalars(const OpCall& call);  // the seed scalar's index (offset next), or -1
+// The index of a call's seed scalar (offset next) when it carries a random state, or -1;
+// attention_output carries the forward's for its backward and draws nothing
+// (kernel_draws_random: false): the trace leaves the state out of what the captured call
+// depends on either way.
+int random_state_scalars(const OpCall& call);
+bool kernel_draws_random(const OpCall& call);
 class RandomStateSlot {
  public:
   explicit RandomStateSlot(const uint64_t* slot);

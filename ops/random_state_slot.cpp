@@ -11,10 +11,13 @@ thread_local const uint64_t* current_slot = nullptr;
 }  // namespace
 
 int random_state_scalars(const OpCall& call) {
-  // attention / attention_backward with dropout: scalars {scale, p, seed, offset}
+  // The attention family with dropout: scalars {scale, p, seed, offset}
   // (ops/attention_layout.h).
-  const bool attention = call.op == OpId::Attention || call.op == OpId::AttentionBackward;
-  return attention && call.scalars.size() == 4 ? 2 : -1;
+  return op_info(call.op).family == OpFamily::Attention && call.scalars.size() == 4 ? 2 : -1;
+}
+
+bool kernel_draws_random(const OpCall& call) {
+  return random_state_scalars(call) >= 0 && call.op != OpId::AttentionOutput;
 }
 
 RandomStateSlot::RandomStateSlot(const uint64_t* slot) : previous_(current_slot) {

@@ -181,10 +181,9 @@ class FusedCudaTrace final : public FusedTrace {
         }
         sig.pointers.push_back(v[i].data_ptr());
         sig.contiguous.push_back(true);
-        // A random state the kernel reads from its slot (random_slot) is no argument.
-        const int r = library_inputs_.random_slot(static_cast<int>(s), calls[s])
-                          ? random_state_scalars(calls[s])
-                          : -1;
+        // A random state is no argument of the captured call: its kernel reads it from a
+        // slot (random_slot), or it only carries it (attention_output).
+        const int r = random_state_scalars(calls[s]);
         for (size_t q = 0; q < calls[s].scalars.size(); ++q)
           sig.scalars.push_back(r >= 0 && (q == size_t(r) || q == size_t(r) + 1)
                                     ? 0.0

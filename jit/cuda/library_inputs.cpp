@@ -57,7 +57,7 @@ void LibraryInputs::stage_moving_inputs(int s, OpCall& call, const Tensor& resul
 }
 
 const RandomSlot* LibraryInputs::random_slot(int s, const OpCall& call) {
-  if (random_state_scalars(call) < 0 || !write_random_state_kernel()) return nullptr;
+  if (!kernel_draws_random(call) || !write_random_state_kernel()) return nullptr;
   auto it = random_slots_.find(s);
   if (it == random_slots_.end()) {
     RandomSlot fresh;
