@@ -60,4 +60,10 @@ inline Tensor kernel_contiguous(const Tensor& t) { return kernel_contiguous(t, t
 // runtime/cuda_context.h's copies).
 void copy_across_devices(const Tensor& src, const Tensor& out);
 
+// Collectives (Collective family, ops/distributed/collective_ops.cpp), one kernel for
+// both devices: copies inputs[0] into out unless they are the same memory, then runs the
+// process group's collective on out now (CPU backends: synchronously; NCCL: enqueued on
+// kiln's stream of out's device, capturable in a CUDA graph).
+void run_collective(const OpCall& call, const Tensor& out);
+
 }  // namespace kiln

@@ -562,7 +562,8 @@ const std::set<OpId>& non_differentiable() {
                                      OpId::Argmax,  OpId::Empty,     OpId::Full,
                                      OpId::Arange,  OpId::Rand,      OpId::Randn,
                                      OpId::Argsort, OpId::Topk,      OpId::Multinomial,
-                                     OpId::Nonzero, OpId::Attention, OpId::AttentionBackward};
+                                     OpId::Nonzero, OpId::Attention, OpId::AttentionBackward,
+                                     OpId::AllReduce};
   return ops;
 }
 
