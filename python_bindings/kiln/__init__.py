@@ -111,8 +111,10 @@ def _missing_ops():
     collectives are kiln.distributed.<name> (torch.distributed's spelling)."""
     from . import distributed as _dist
 
-    return [n for n, family in _OP_TABLE
-            if not callable(getattr(_dist, n, None) if family == "collective" else globals().get(n))]
+    def found(name, family):
+        return getattr(_dist, name, None) if family == "collective" else globals().get(name)
+
+    return [n for n, family in _OP_TABLE if not callable(found(n, family))]
 
 
 __version__ = "0.1.0"

@@ -1415,22 +1415,25 @@ void collective_rows(OpId op, std::vector<Row>& rows) {
   namespace dist = kiln::distributed;
   const std::string b = bracket(op);
   auto one = [] { return dist::make_tcp_group(dist::Rendezvous{}); };
-  rows.push_back(error_row<ValueError>(
-      op, "NonContiguous", [one] { one()->all_reduce(f32({3, 4}).t()); }, {b, "contiguous"}));
+  rows.push_back(error_row<ValueError>(op, "NonContiguous",
+                                       [one] {
+                                         one()->all_reduce(f32({3, 4}).t());
+                                       },
+                                       {b, "contiguous"}));
   rows.push_back(error_row<DTypeError>(
       op, "IntAvg",
       [one] { one()->all_reduce(kiln::ones({3}, DType::Int64), dist::ReduceOp::Avg); },
       {b, "AVG"}));
-  rows.push_back(error_row<ValueError>(
-      op, "GroupGone",
-      [one] {
-        const Tensor t = f32({3});
-        const int64_t id = one()->id();  // destroyed at the end of this statement
-        kiln::OpCall call{OpId::AllReduce, {t}, {}, {}};
-        call.attrs.count = id;
-        kiln::dispatch_into(call, t);
-      },
-      {b, "no longer exists"}));
+  rows.push_back(error_row<ValueError>(op, "GroupGone",
+                                       [one] {
+                                         const Tensor t = f32({3});
+                                         const int64_t id =
+                                             one()->id();  // destroyed at the end of this statement
+                                         kiln::OpCall call{OpId::AllReduce, {t}, {}, {}};
+                                         call.attrs.count = id;
+                                         kiln::dispatch_into(call, t);
+                                       },
+                                       {b, "no longer exists"}));
 }
 
 std::vector<Row> rows_for(OpId op) {

@@ -35,8 +35,7 @@ class TwinGroup final : public dist::ProcessGroup {
 
  protected:
   bool checks_signatures() const override { return false; }
-  void do_all_reduce(void* data, int64_t count, DType dtype, dist::ReduceOp op,
-                     Device) override {
+  void do_all_reduce(void* data, int64_t count, DType dtype, dist::ReduceOp op, Device) override {
     ASSERT_EQ(dtype, DType::Float32);
     ++calls;
     float* x = static_cast<float*>(data);

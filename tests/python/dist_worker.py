@@ -174,7 +174,7 @@ def gpt_ddp(seed, out_dir, steps):
 
     params, losses = dist_gpt.train(kiln, seed, dist.get_world_size(), dist.get_rank(), ddp=True,
                                     steps=steps, on_step=on_step)
-    if steps > WARM_STEPS:
+    if steps > WARM_STEPS and kiln.is_tracing():  # not under KILN_TRACE=0
         check_one_trace_per_step(seen["warm"], seen["end"], steps - WARM_STEPS)
     np.savez(os.path.join(out_dir, f"rank{dist.get_rank()}.npz"), **params)
     print(f"rank {dist.get_rank()}: losses {losses}")
@@ -199,9 +199,9 @@ def traced_mismatch(seed):
         check(w, ref, f"traced step {step}")
         assert abs(loss - ref.sum()) < 1e-4 * (1 + abs(ref.sum())), (loss, ref.sum())
     e = kiln.explain()
-    replays = sum(t["replays"] for t in e.traces if any(o.startswith("all_reduce")
-                                                         for o in t["ops"]))
-    assert replays > 0, f"rank {r}: the all_reduce trace never replayed\n{e}"
+    replays = sum(t["replays"] for t in e.traces
+                  if any(o.startswith("all_reduce") for o in t["ops"]))
+    assert replays > 0 or not kiln.is_tracing(), f"rank {r}: the trace never replayed\n{e}"
     assert not [b for b in e.graph_breaks if "all_reduce" in b["reason"]], str(e)
     for step in range(4):  # a loop whose last step has one rank's tensor longer
         # A rank replaying the loop's trace runs the all_reduce lazily, at the item() that
