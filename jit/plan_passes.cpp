@@ -311,7 +311,7 @@ void eliminate_common_subexpressions(const TraceProgram& p, const FusionOptions&
     const TraceOp& b = p.ops[j];
     const OpFamily f = op_info(b.op).family;
     if (b.in_place || live(j) || !b.scalar_kinds.empty() || f == OpFamily::Random ||
-        f == OpFamily::Factory)
+        f == OpFamily::Factory || has_effects(b.op))
       continue;
     for (int i = 0; i < j; ++i) {
       const TraceOp& a = p.ops[i];
@@ -337,7 +337,7 @@ void eliminate_dead_code(const TraceProgram& p, const FusionOptions&, FusionPlan
   for (int i = n - 1; i >= 0; --i) {
     if (plan.canonical[i] != i) continue;
     const TraceOp& op = p.ops[i];
-    if (live(i) || op.in_place) needed[i] = 1;
+    if (live(i) || op.in_place || has_effects(op.op)) needed[i] = 1;
     if (!needed[i]) continue;
     for (const InputRef& r : op.inputs)
       if (r.kind == InputRef::Kind::Value) needed[plan.canonical[r.index]] = 1;

@@ -15,13 +15,15 @@ bool is_fill_scalar(const tracer::TraceOp& op);
 FusionPlan unplanned(const tracer::TraceProgram& program);
 
 // cse: a later op equal to an earlier one (same op, attributes and canonical inputs; no
-// run-time scalars, not random, not a factory, not in place, not held by the user) reads
+// run-time scalars, not random, not a factory, not in place, no effects outside the
+// process (registry.h: has_effects), not held by the user) reads
 // the earlier one's value, unless something is written in place after the earlier one.
 // Sets plan.canonical[later] = earlier and counts plan.merged.
 void eliminate_common_subexpressions(const tracer::TraceProgram& program,
                                      const FusionOptions& options, FusionPlan& plan);
 
-// dce: drops what nobody holds, writes in place or (through the ops kept) reads:
+// dce: drops what nobody holds, writes in place or (through the ops kept) reads, and
+// never an op with effects outside the process (a collective: the other ranks wait for it):
 // plan.canonical becomes -1, counted in plan.dead. A merged op that is read keeps the op
 // it was merged into.
 void eliminate_dead_code(const tracer::TraceProgram& program, const FusionOptions& options,

@@ -44,6 +44,10 @@ void run_kernel(const OpCall& call, const Tensor& out) {
     copy_across_devices(call.inputs[0], out);
     return;
   }
+  if (family == OpFamily::Collective) {  // even when empty: every rank takes part
+    run_collective(call, out);
+    return;
+  }
   // Index kernels check every index even when the result is empty.
   if (out.numel() == 0 && family != OpFamily::IndexSelect && family != OpFamily::Gather &&
       family != OpFamily::Scatter)
@@ -104,6 +108,7 @@ void run_kernel(const OpCall& call, const Tensor& out) {
       KILN_RUN(random)
     case OpFamily::ToDevice:
     case OpFamily::View:
+    case OpFamily::Collective:
       return;
   }
 #undef KILN_RUN
@@ -162,7 +167,10 @@ void dispatch_into(const OpCall& call, const Tensor& out) {
                   call.info().family == OpFamily::Factory;
   KILN_CHECK(ok, DTypeError, "[", call.name(), "] result dtype ", dtype_name(meta.dtype),
              " cannot be written in place into a tensor of dtype ", dtype_name(out.dtype()));
-  const autograd::InPlacePlan history = autograd::prepare_in_place(call, meta, out);
+  // A collective writes outside autograd, as torch.distributed's do: no grad_fn, no check
+  // (a leaf that requires grad may be all-reduced), the history left as it is.
+  const autograd::InPlacePlan history =
+      has_effects(call.op) ? autograd::InPlacePlan{} : autograd::prepare_in_place(call, meta, out);
   DispatchHook* hook = current_hook();
   if (!hook || !hook->on_call_into(call, meta, out)) execute_into(call, meta, out);
   out.impl()->bump_version();

@@ -60,6 +60,12 @@ inline Tensor kernel_contiguous(const Tensor& t) { return kernel_contiguous(t, t
 // runtime/cuda_context.h's copies).
 void copy_across_devices(const Tensor& src, const Tensor& out);
 
+// Collectives (Collective family, ops/distributed/collective_ops.cpp), one kernel for
+// both devices: copies inputs[0] into out unless they are the same memory, then runs the
+// process group's collective on out now (CPU backends: synchronously; NCCL: enqueued on
+// kiln's stream of out's device, capturable in a CUDA graph).
+void run_collective(const OpCall& call, const Tensor& out);
+
 // Random state in device memory, for CUDA graphs. A kernel that draws random numbers
 // from its call's (seed, offset) scalars would be captured with them baked in; while a
 // CUDA trace records or launches such a library step (random_state_scalars(call) >= 0)
@@ -69,6 +75,7 @@ void copy_across_devices(const Tensor& src, const Tensor& out);
 // parameter), patched every replay like a fused kernel's scalars, so the captured call
 // stays valid while the generator advances. Kernels that honour it: attention and
 // attention_backward with dropout.
+//
 // The index of a call's seed scalar (offset next) when it carries a random state, or -1;
 // attention_output carries the forward's for its backward and draws nothing
 // (kernel_draws_random: false): the trace leaves the state out of what the captured call

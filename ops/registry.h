@@ -39,7 +39,8 @@ enum class OpFamily : uint8_t {
   ToDevice,
   Factory,
   Random,
-  View
+  View,
+  Collective
 };
 enum class DTypeRule : uint8_t {
   Same,
@@ -61,6 +62,11 @@ struct OpInfo {
 
 const OpInfo& op_info(OpId id);
 inline const char* op_name(OpId id) { return op_info(id).name; }
+// An op with effects outside this process (the Collective family: every rank must make
+// the same calls in the same order): its result may look unused, yet it must run exactly
+// once, in program order. Dead-code elimination, CSE, fusion and every re-run of a trace
+// (verify's float64 run) honour it.
+inline bool has_effects(OpId id) { return op_info(id).family == OpFamily::Collective; }
 // Looks an op up by name ("add"); returns false if there is none.
 bool find_op(const std::string& name, OpId* out);
 

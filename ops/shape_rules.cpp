@@ -632,6 +632,8 @@ OutputMeta infer_output(const OpCall& c) {
       return infer_random(c);
     case OpFamily::View:
       return infer_view(c);
+    case OpFamily::Collective:
+      return infer_collective(c);
   }
   throw Error(cat("[", c.name(), "] has no shape rule"));
 }

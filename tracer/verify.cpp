@@ -41,15 +41,32 @@ TraceProgram widened(const TraceProgram& program) {
 }
 
 // The program run in float64 on the inputs before the replay; nullopt when an op has no
-// float64 kernel (the mismatch then stands).
+// float64 kernel (the mismatch then stands). A collective is not called again (only this
+// rank makes this run): its result is the eager reference's, widened.
 std::optional<std::vector<Tensor>> float64_values(const CompiledTrace& compiled,
                                                   const VerifyReference& reference,
                                                   const std::vector<Scalar>& scalars) {
   NoHookScope untraced;
+  const TraceProgram wide = widened(compiled.program);
+  const std::vector<Tensor>& inputs = reference.wide_inputs;
   std::vector<Tensor> values;
   try {
-    interpret(widened(compiled.program), compiled.program.ops.size(), reference.wide_inputs,
-              scalars, values);
+    size_t start = 0;
+    for (size_t i = 0; i < wide.ops.size(); ++i) {
+      const TraceOp& op = wide.ops[i];
+      if (!has_effects(op.op)) continue;
+      interpret_from(wide, start, i, inputs, scalars, values);
+      start = i + 1;
+      const Tensor result = reference.effects[i].to(op.meta.dtype);
+      if (!op.in_place) {
+        values[i] = result;
+        continue;
+      }
+      const InputRef& t = op.target;
+      values[i] = t.kind == InputRef::Kind::External ? inputs[t.index] : values[t.index];
+      values[i].copy_(result);
+    }
+    interpret_from(wide, start, wide.ops.size(), inputs, scalars, values);
   } catch (const Error&) {
     return std::nullopt;
   }
@@ -74,7 +91,17 @@ VerifyReference verify_reference(const CompiledTrace& compiled,
                                     : written[i]           ? x.clone()
                                                            : x);
   }
-  interpret(compiled.program, compiled.program.ops.size(), inputs, scalars, reference.values);
+  // Run in pieces, to keep each collective's result as it was right after it ran.
+  const TraceProgram& program = compiled.program;
+  reference.effects.resize(program.ops.size());
+  size_t start = 0;
+  for (size_t i = 0; i < program.ops.size(); ++i) {
+    if (!has_effects(program.ops[i].op)) continue;
+    interpret_from(program, start, i + 1, inputs, scalars, reference.values);
+    reference.effects[i] = reference.values[i].clone();
+    start = i + 1;
+  }
+  interpret_from(program, start, program.ops.size(), inputs, scalars, reference.values);
   return reference;
 }
 

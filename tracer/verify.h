@@ -6,6 +6,10 @@
 // rounding noise, such as a key bias's) differs between any two roundings, eager's
 // included, so the compiled value passes when it is no further from the float64 result
 // than 10x eager's distance (or 1e-4). Otherwise it raises, naming the trace and the op.
+// A collective (registry.h: has_effects) runs in the eager reference as in the replay (on
+// every rank alike: KILN_VERIFY is every rank's environment, and both runs happen on every
+// replay); the float64 run, made only on a mismatch and so on one rank alone, never calls
+// it: it takes the eager reference's result of the collective, widened.
 #pragma once
 
 #include <memory>
@@ -20,6 +24,8 @@ struct VerifyReference {
   // The inputs before the replay, floating ones as float64, for the float64 run that
   // judges a mismatch (the replay writes some inputs in place).
   std::vector<Tensor> wide_inputs;
+  // Per op with effects (a collective): its result just after it ran (a copy).
+  std::vector<Tensor> effects;
 };
 
 // The eager results of `compiled` for these inputs, run on copies of the inputs the

@@ -46,6 +46,7 @@ const BackwardRule& family_rule(OpId op) {
     case OpFamily::Nonzero:
     case OpFamily::Factory:
     case OpFamily::Random:
+    case OpFamily::Collective:  // as torch.distributed.all_reduce: not differentiable
       return kNone;
   }
   return kNone;

@@ -64,7 +64,7 @@ void GradientReducer::all_reduce_gradients() {
         slot.zero_();
       offset += p.numel();
     }
-    group_->all_reduce(flat, ReduceOp::Avg);
+    group_->all_reduce(flat, ReduceOp::Avg);  // the all_reduce op: traced with the rest
     offset = 0;
     for (size_t k : bucket) {
       Tensor& p = params_[k];

@@ -13,9 +13,11 @@
 // Gradients are averaged in buckets of at most bucket_cap_bytes (PyTorch's bucket_cap_mb,
 // 25 MiB): parameters in reverse order (the order backward produces their gradients),
 // grouped by dtype and device, copied into one flat buffer per bucket, all-reduced with
-// ReduceOp::Avg, copied back. A parameter with no gradient on this rank contributes
-// zeros, and after the call it has the averaged gradient (so every rank's optimizer sees
-// the same gradients). Call it on every rank after the same backward passes.
+// ReduceOp::Avg (the all_reduce op: the tracer records it, so the copies, the reduction
+// and the optimizer step after it are one trace with the backward), copied back. A
+// parameter with no gradient on this rank contributes zeros, and after the call it has
+// the averaged gradient (so every rank's optimizer sees the same gradients). Call it on
+// every rank after the same backward passes.
 #pragma once
 
 #include <cstddef>

@@ -149,6 +149,8 @@ const char* family_name(OpFamily f) {
       return "random";
     case OpFamily::View:
       return "view";
+    case OpFamily::Collective:
+      return "collective";
   }
   return "?";
 }

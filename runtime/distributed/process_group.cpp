@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
 
 #include "runtime/distributed/backends.h"
 #include "runtime/error.h"
@@ -20,6 +21,14 @@ const char* kind_name(int64_t k) {
 }
 
 std::mutex registry_mutex;
+
+// Every live group by id (ProcessGroup::find); ids count up and are never reused.
+std::mutex ids_mutex;
+int64_t last_id = 0;
+std::unordered_map<int64_t, ProcessGroup*>& live_groups() {
+  static auto* groups = new std::unordered_map<int64_t, ProcessGroup*>();
+  return *groups;
+}
 // Never destroyed: a group left open at exit is not torn down during static destruction
 // (after CUDA or MPI may be gone); destroy_process_group() releases it properly.
 std::shared_ptr<ProcessGroup>& registry() {
@@ -53,6 +62,26 @@ const char* reduce_op_name(ReduceOp op) {
       return "MAX";
   }
   return "?";
+}
+
+ProcessGroup::ProcessGroup(int rank, int world_size) : rank_(rank), world_size_(world_size) {
+  std::lock_guard lock(ids_mutex);
+  id_ = ++last_id;
+  live_groups()[id_] = this;
+}
+
+ProcessGroup::~ProcessGroup() {
+  std::lock_guard lock(ids_mutex);
+  live_groups().erase(id_);
+}
+
+ProcessGroup& ProcessGroup::find(int64_t id, const char* op) {
+  std::lock_guard lock(ids_mutex);
+  auto it = live_groups().find(id);
+  KILN_CHECK(it != live_groups().end(), ValueError, "[", op, "] process group ", id,
+             " no longer exists (destroy_process_group() ran); a traced collective needs "
+             "the group it was recorded with");
+  return *it->second;
 }
 
 void ProcessGroup::prepare(const char* op, const Tensor& t, const char* arg, const Loc& loc) const {
@@ -91,13 +120,21 @@ void ProcessGroup::check_signature(const char* op, int kind, DType dtype, int64_
   }
 }
 
-void ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op, Loc loc) {
-  prepare("all_reduce", tensor, "tensor", loc);
-  check_reducible("all_reduce", tensor.dtype(), op);
+void ProcessGroup::check_all_reduce(const Tensor& t, ReduceOp op) const {
+  KILN_CHECK(t.is_contiguous(), ValueError,
+             "[all_reduce] tensor must be contiguous (got strides of a non-contiguous ",
+             t.meta_str(), "); call .contiguous() first");
+  KILN_CHECK(serves(t.device()), DeviceError, "[all_reduce] the ", backend(),
+             " backend does not serve ", t.device().str(), " tensors (tensor is ", t.meta_str(),
+             ")");
+  check_reducible("all_reduce", t.dtype(), op);
+}
+
+void ProcessGroup::run_all_reduce(const Tensor& tensor, ReduceOp op) {
+  check_all_reduce(tensor, op);
   check_signature("all_reduce", kAllReduce, tensor.dtype(), tensor.numel(), static_cast<int>(op));
   if (tensor.numel() > 0)
     do_all_reduce(tensor.data_ptr(), tensor.numel(), tensor.dtype(), op, tensor.device());
-  tensor.impl()->bump_version();
 }
 
 void ProcessGroup::broadcast(const Tensor& tensor, int root, Loc loc) {

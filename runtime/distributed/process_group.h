@@ -7,8 +7,12 @@
 //   - the tensor arguments are contiguous and defined; all_reduce and broadcast work in
 //     place, all_gather / reduce_scatter write `output` (world_size times / one
 //     world_size-th the elements of `input`); outputs' autograd versions are bumped;
-//   - each call is a trace boundary (the tracer cannot see a write that is not an op),
-//     and runs pending lazy work before touching memory;
+//   - all_reduce is an op (ops.def's all_reduce, Collective family): the tracer records
+//     it, so a training step with its gradient all-reduce is one trace (on CUDA captured
+//     in the step's CUDA graph); ProcessGroup::all_reduce is defined in ops/distributed/
+//     collective_ops.cpp, which dispatches it. broadcast, all_gather, reduce_scatter and
+//     barrier stay trace boundaries (the tracer cannot see a write that is not an op):
+//     each runs pending lazy work before touching memory;
 //   - CPU backends ("mpi", "tcp") are synchronous: the result is there on return. The
 //     NCCL backend enqueues on kiln's stream of the tensor's device (ordered with kiln's
 //     kernels), so the host does not wait, as in PyTorch;
@@ -54,14 +58,19 @@ struct Options {
 
 class ProcessGroup {
  public:
-  ProcessGroup(int rank, int world_size) : rank_(rank), world_size_(world_size) {}
-  virtual ~ProcessGroup() = default;
+  ProcessGroup(int rank, int world_size);
+  virtual ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
   int rank() const { return rank_; }
   int world_size() const { return world_size_; }
   virtual std::string backend() const = 0;  // "mpi", "tcp", "nccl"
+  // This group's id in the process (1, 2, ...; never reused): what a traced all_reduce
+  // names (attrs.count), so a trace never holds a group alive. find(id) is the group
+  // while it exists; a trace replayed after its group was destroyed raises ValueError.
+  int64_t id() const { return id_; }
+  static ProcessGroup& find(int64_t id, const char* op);
 
   using Loc = std::source_location;
   void all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::Sum, Loc loc = Loc::current());
@@ -72,6 +81,13 @@ class ProcessGroup {
   void reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::Sum,
                       Loc loc = Loc::current());
   void barrier(Loc loc = Loc::current());
+
+  // The all_reduce op's side (ops/distributed/collective_ops.cpp), no trace boundary:
+  // check_all_reduce validates (contiguous, a device this backend serves, a dtype op can
+  // reduce); run_all_reduce exchanges the signature (CPU backends) and calls the backend
+  // on the tensor's memory now (NCCL: enqueues on kiln's stream, capturable).
+  void check_all_reduce(const Tensor& tensor, ReduceOp op) const;
+  void run_all_reduce(const Tensor& tensor, ReduceOp op);
 
  protected:
   // The backends: contiguous buffers of `count` elements of dtype on device.
@@ -94,6 +110,7 @@ class ProcessGroup {
 
   int rank_;
   int world_size_;
+  int64_t id_;
 };
 
 // The process's default group (torch.distributed's "WORLD"). init_process_group throws

@@ -10,8 +10,10 @@
 #include <map>
 
 #include "ops/dispatch.h"
+#include "ops/distributed/collective_ops.h"
 #include "ops/registry.h"
 #include "reference.h"
+#include "runtime/distributed/backends.h"
 
 namespace kt {
 namespace {
@@ -1407,6 +1409,33 @@ void sample_rows(OpId op, std::vector<Row>& rows) {
       op, "IntProbs", [] { kiln::multinomial(kiln::ones({3}, DType::Int64), 1); }, {b, "int64"}));
 }
 
+// all_reduce on a world of one (tcp, no sockets): a non-contiguous tensor, a bool AVG,
+// a group that no longer exists.
+void collective_rows(OpId op, std::vector<Row>& rows) {
+  namespace dist = kiln::distributed;
+  const std::string b = bracket(op);
+  auto one = [] { return dist::make_tcp_group(dist::Rendezvous{}); };
+  rows.push_back(error_row<ValueError>(op, "NonContiguous",
+                                       [one] {
+                                         one()->all_reduce(f32({3, 4}).t());
+                                       },
+                                       {b, "contiguous"}));
+  rows.push_back(error_row<DTypeError>(
+      op, "IntAvg",
+      [one] { one()->all_reduce(kiln::ones({3}, DType::Int64), dist::ReduceOp::Avg); },
+      {b, "AVG"}));
+  rows.push_back(error_row<ValueError>(op, "GroupGone",
+                                       [one] {
+                                         const Tensor t = f32({3});
+                                         const int64_t id =
+                                             one()->id();  // destroyed at the end of this statement
+                                         kiln::OpCall call{OpId::AllReduce, {t}, {}, {}};
+                                         call.attrs.count = id;
+                                         kiln::dispatch_into(call, t);
+                                       },
+                                       {b, "no longer exists"}));
+}
+
 std::vector<Row> rows_for(OpId op) {
   std::vector<Row> rows;
   switch (kiln::op_info(op).family) {
@@ -1463,6 +1492,9 @@ std::vector<Row> rows_for(OpId op) {
       break;
     case kiln::OpFamily::View:
       view_rows(op, rows);
+      break;
+    case kiln::OpFamily::Collective:
+      collective_rows(op, rows);
       break;
   }
   device_rows(op, rows);

@@ -53,7 +53,9 @@ TEST(FuzzGenerator, ReachesEveryRegistryOp) {
   for (int op = 0; op < kiln::kNumOps; ++op) {
     // Not generated yet: the fused attention ops (3-6 tensor arguments with a packed
     // layout); tests/python/test_attention.py and the gradcheck cases cover them.
-    if (kiln::op_info(static_cast<OpId>(op)).family == kiln::OpFamily::Attention) continue;
+    // Nor the collectives (a process group; tests/cpp/test_collective_op.cpp).
+    const kiln::OpFamily family = kiln::op_info(static_cast<OpId>(op)).family;
+    if (family == kiln::OpFamily::Attention || family == kiln::OpFamily::Collective) continue;
     EXPECT_GT(uses[static_cast<size_t>(op)], 0)
         << "no generated step calls " << kiln::op_name(static_cast<OpId>(op));
   }

@@ -473,6 +473,8 @@ class Builder {
         return build_factory(s);
       case kiln::OpFamily::View:
         return build_view(s);
+      case kiln::OpFamily::Collective:
+        return false;  // needs a process group (tests/cpp/test_collective_op.cpp)
     }
     return false;
   }

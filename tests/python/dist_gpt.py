@@ -22,8 +22,9 @@ STEPS = 3
 GRAD_ACCUM = 2
 
 
-def train(kiln, seed, world_size=1, rank=0, ddp=False, steps=STEPS):
-    """{parameter name: float32 array} after `steps` optimizer steps, and the losses."""
+def train(kiln, seed, world_size=1, rank=0, ddp=False, steps=STEPS, on_step=None):
+    """{parameter name: float32 array} after `steps` optimizer steps, and the losses.
+    on_step(s), when given, is called after step s's loss.item()."""
     compat.prepare(kiln)
     kiln.manual_seed(seed)
     model = gpt.define(kiln)["GPT"](dict(CONFIG))
@@ -39,7 +40,7 @@ def train(kiln, seed, world_size=1, rank=0, ddp=False, steps=STEPS):
     per_rank = BATCH // world_size
     t = CONFIG["block_size"]
     losses = []
-    for _ in range(steps):
+    for s in range(steps):
         for micro in range(GRAD_ACCUM):
             ix = rows.integers(0, len(data) - t - 1, BATCH)[rank * per_rank:(rank + 1) * per_rank]
             x = kiln.from_numpy(np.stack([data[i:i + t] for i in ix]).astype(np.int64))
@@ -55,4 +56,6 @@ def train(kiln, seed, world_size=1, rank=0, ddp=False, steps=STEPS):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
+        if on_step is not None:
+            on_step(s)
     return {n: p.detach().numpy().copy() for n, p in model.named_parameters()}, losses

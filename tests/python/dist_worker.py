@@ -4,7 +4,9 @@ exits non-zero on any failure.
 
     dist_worker.py collectives BACKEND SEED
     dist_worker.py mismatch BACKEND SEED
-    dist_worker.py gpt BACKEND SEED OUT_DIR       (writes OUT_DIR/rank<r>.npz)
+    dist_worker.py gpt BACKEND SEED OUT_DIR [STEPS]  (writes OUT_DIR/rank<r>.npz; with
+        more than WARM_STEPS steps also checks explain(): one trace per step after warmup)
+    dist_worker.py traced_mismatch BACKEND SEED
 """
 
 import os
@@ -129,13 +131,94 @@ def mismatch(seed):
     print(f"rank {r}: mismatches raised on every rank; the group still works")
 
 
-def gpt_ddp(seed, out_dir):
+WARM_STEPS = 3  # steps after which the training step replays (warmup 2, compiled on the spot)
+
+
+def check_one_trace_per_step(warm, end, steps):
+    """explain() after WARM_STEPS steps (warm) and after the last (end): the all_reduce is
+    never a graph break, nothing recompiles after warmup, each later step's only boundary
+    is its loss.item(), and one trace holding the all_reduce replays once per step."""
+    r = dist.get_rank()
+    ar = [b for b in end.graph_breaks if "all_reduce" in b["reason"]]
+    assert not ar, f"rank {r}: all_reduce is a graph break: {ar}\n{end}"
+    assert len(end.recompiles) == len(warm.recompiles), f"rank {r}: recompiles\n{end}"
+
+    def counts(e):
+        return {(b["reason"], b["file"], b["line"]): b["count"] for b in e.graph_breaks}
+
+    before = counts(warm)
+    new = {k: v - before.get(k, 0) for k, v in counts(end).items() if v != before.get(k, 0)}
+    assert new and all(k[0].startswith("item()") for k in new) and sum(new.values()) == steps, \
+        f"rank {r}: boundaries after warmup {new}, expected {steps} item() reads\n{end}"
+    replays = {t["id"]: t["replays"] for t in warm.traces}
+    step = [t for t in end.traces if any(op.startswith("all_reduce") for op in t["ops"])]
+    grown = {t["id"]: t["replays"] - replays.get(t["id"], 0) for t in step}
+    assert sum(grown.values()) == steps, \
+        f"rank {r}: all_reduce traces replayed {grown} times in {steps} steps\n{end}"
+    print(f"rank {r}: one trace per step ({len(step[0]['ops'])} ops, all_reduce inside), "
+          f"{steps} replays after warmup, no recompiles")
+
+
+def gpt_ddp(seed, out_dir, steps):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import dist_gpt
 
-    params, losses = dist_gpt.train(kiln, seed, dist.get_world_size(), dist.get_rank(), ddp=True)
+    kiln.set_config(background_compile=False)  # compiles at warmup: exact replay counts
+    seen = {}
+
+    def on_step(s):
+        if s == WARM_STEPS - 1:
+            seen["warm"] = kiln.explain()
+        if s == steps - 1:
+            seen["end"] = kiln.explain()
+
+    params, losses = dist_gpt.train(kiln, seed, dist.get_world_size(), dist.get_rank(), ddp=True,
+                                    steps=steps, on_step=on_step)
+    if steps > WARM_STEPS and kiln.is_tracing():  # not under KILN_TRACE=0
+        check_one_trace_per_step(seen["warm"], seen["end"], steps - WARM_STEPS)
     np.savez(os.path.join(out_dir, f"rank{dist.get_rank()}.npz"), **params)
     print(f"rank {dist.get_rank()}: losses {losses}")
+
+
+def traced_mismatch(seed):
+    """A traced loop with an all_reduce replays and matches eager on each rank; then the
+    ranks call it with different shapes: the ValueError of the signature check on every
+    rank, and the group and the tracer still work."""
+    r, n = dist.get_rank(), dist.get_world_size()
+    kiln.set_config(background_compile=False)
+    w0 = np.random.default_rng(seed).standard_normal(6).astype(np.float32)
+    w, ref = K(w0.copy()), w0.astype(np.float64)
+    for step in range(8):
+        xs = [np.random.default_rng([seed, q, step]).standard_normal(6).astype(np.float32)
+              for q in range(n)]
+        g = K(xs[r]) * w
+        dist.all_reduce(g, op=dist.ReduceOp.AVG)
+        w.copy_(w - g * 0.5)
+        loss = w.sum().item()
+        ref = ref - 0.5 * np.mean([x.astype(np.float64) * ref for x in xs], axis=0)
+        check(w, ref, f"traced step {step}")
+        assert abs(loss - ref.sum()) < 1e-4 * (1 + abs(ref.sum())), (loss, ref.sum())
+    e = kiln.explain()
+    replays = sum(t["replays"] for t in e.traces
+                  if any(o.startswith("all_reduce") for o in t["ops"]))
+    assert replays > 0 or not kiln.is_tracing(), f"rank {r}: the trace never replayed\n{e}"
+    assert not [b for b in e.graph_breaks if "all_reduce" in b["reason"]], str(e)
+    for step in range(4):  # a loop whose last step has one rank's tensor longer
+        # A rank replaying the loop's trace runs the all_reduce lazily, at the item() that
+        # ends it; a rank recording runs it at the call: the error comes from either.
+        try:
+            g = K(np.ones(6 + 2 * r * (step == 3), np.float32)) * 2.0
+            dist.all_reduce(g)
+            g.sum().item()
+            assert step < 3, "all_reduce with different shapes across ranks was accepted"
+        except ValueError as err:
+            assert step == 3 and "ranks disagree" in str(err) and "all_reduce" in str(err), err
+            print(f"rank {r}: {err}")
+    t = kiln.ones(5, device=DEV)  # the group still works, traced or not
+    dist.all_reduce(t)
+    assert t.cpu().numpy().tolist() == [n] * 5
+    print(f"rank {r}: traced all_reduce replayed {replays} times and matched; the mismatch "
+          f"raised; the group still works")
 
 
 def main():
@@ -150,7 +233,11 @@ def main():
         elif mode == "mismatch":
             mismatch(seed)
         elif mode == "gpt":
-            gpt_ddp(seed, sys.argv[4])
+            import dist_gpt
+
+            gpt_ddp(seed, sys.argv[4], int(sys.argv[5]) if len(sys.argv) > 5 else dist_gpt.STEPS)
+        elif mode == "traced_mismatch":
+            traced_mismatch(seed)
         else:
             raise SystemExit(f"unknown mode {mode}")
     finally:

@@ -191,16 +191,37 @@ def test_launcher_returns_a_failing_rank_status(tmp_path):
 
 
 @pytest.mark.parametrize("launch", [pytest.param("mpirun", marks=requires_mpi), "launcher"])
-def test_gpt_ddp_on_two_ranks_matches_one_process(launch, seed, tmp_path):
-    """mpirun: backend "mpi"; the launcher: backend "gloo" (kiln's tcp)."""
+def test_traced_all_reduce_replays_and_a_mismatch_raises(launch, seed):
+    """Each rank: a traced loop with all_reduce replays and matches numpy; then a call
+    with another shape on one rank raises the signature check's ValueError on both, and
+    the group still works (dist_worker.py traced_mismatch)."""
+    if launch == "mpirun":
+        out = _ok(_mpirun("traced_mismatch", "mpi", str(seed)))
+    else:
+        out = _ok(_launch("traced_mismatch", "gloo", str(seed)))
+    assert out.count("the group still works") == 2, out
+    assert out.count("ranks disagree") == 2, out
+
+
+@pytest.mark.parametrize("launch,steps", [pytest.param("mpirun", 3, marks=requires_mpi),
+                                          ("launcher", 3),
+                                          pytest.param("mpirun", 7, marks=requires_mpi),
+                                          ("launcher", 7)])
+def test_gpt_ddp_on_two_ranks_matches_one_process(launch, steps, seed, tmp_path):
+    """mpirun: backend "mpi"; the launcher: backend "gloo" (kiln's tcp). With 7 steps each
+    rank also checks explain() (dist_worker.py check_one_trace_per_step): after warmup
+    the step (forward, backward, bucketed all_reduce, clip, AdamW) is one trace that
+    replays every step, no all_reduce graph break, no recompiles."""
     import dist_gpt
 
     if launch == "mpirun":
-        _ok(_mpirun("gpt", "mpi", str(seed), str(tmp_path)))
+        out = _ok(_mpirun("gpt", "mpi", str(seed), str(tmp_path), str(steps)))
     else:
-        _ok(_launch("gpt", "gloo", str(seed), str(tmp_path)))
+        out = _ok(_launch("gpt", "gloo", str(seed), str(tmp_path), str(steps)))
+    if steps > 3 and kiln.is_tracing():  # the python_tests_eager run has KILN_TRACE=0
+        assert out.count("one trace per step") == 2, out
     ranks = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
-    reference, _ = dist_gpt.train(kiln, seed, world_size=1, rank=0, ddp=False)
+    reference, _ = dist_gpt.train(kiln, seed, world_size=1, rank=0, ddp=False, steps=steps)
     for name, expected in reference.items():
         np.testing.assert_array_equal(ranks[0][name], ranks[1][name], err_msg=name)
         # Two half-batch gradients summed differ from one whole-batch gradient in the last
@@ -239,6 +260,72 @@ def test_nccl_world_of_one(seed):
         dist.barrier()
     finally:
         dist.destroy_process_group()
+
+
+@requires_cuda
+def test_nccl_traced_step_is_captured_in_a_cuda_graph(seed):
+    """World size 1 through NCCL: a step with an all_reduce (a manual SGD step, then a
+    DDP Linear step) replays as one trace with the ncclAllReduce inside its CUDA graph
+    (no 'cuda graph off' note) and matches eager (tracing off) and numpy."""
+    if not dist.is_nccl_available():
+        pytest.skip("libnccl.so.2 not found")
+    rng = np.random.default_rng(seed)
+    w0 = rng.standard_normal((64, 32)).astype(np.float32)
+    xs = [rng.standard_normal((64, 32)).astype(np.float32) for _ in range(8)]
+
+    def run(traced):
+        kiln.reset()
+        previous = kiln.set_config(warmup=2, background_compile=False)
+        was = kiln.is_tracing()
+        kiln.set_tracing(traced)
+        try:
+            w = kiln.from_numpy(w0.copy()).cuda()
+            lin = kiln.nn.Linear(32, 4).cuda()
+            with kiln.no_grad():
+                lin.weight.copy_(kiln.from_numpy(w0[:4].copy()).cuda())
+                lin.bias.zero_()
+            ddp = kiln.nn.parallel.DistributedDataParallel(lin, device_ids=[0])
+            opt = kiln.optim.SGD(lin.parameters(), lr=0.1)
+            losses = []
+            for x in xs:
+                g = kiln.from_numpy(x).cuda() * w
+                dist.all_reduce(g, op=dist.ReduceOp.SUM)
+                w.copy_(w - g * 0.01)
+                y = ddp(kiln.from_numpy(x).cuda())
+                loss = (y * y).mean()
+                loss.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+                losses.append((loss + w.sum()).item())  # the step's one host read
+            return (w.cpu().numpy(), lin.weight.detach().cpu().numpy(), losses,
+                    kiln.explain())
+        finally:
+            kiln.set_tracing(was)
+            kiln.set_config(**previous)
+
+    dist.init_process_group("nccl", rank=0, world_size=1)
+    try:
+        w_eager, lin_eager, losses_eager, _ = run(False)
+        w_traced, lin_traced, losses_traced, e = run(True)
+    finally:
+        dist.destroy_process_group()
+        kiln.reset()
+    ref = w0.astype(np.float64)
+    for x in xs:
+        ref = ref - 0.01 * x * ref  # the world of one's SUM is the tensor itself
+    np.testing.assert_allclose(w_eager, ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w_traced, w_eager, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lin_traced, lin_eager, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(losses_traced, losses_eager, rtol=1e-5, atol=1e-5)
+    step = [t for t in e.traces if any(op.startswith("all_reduce") for op in t["ops"])]
+    assert step and sum(t["replays"] for t in step) > 0, str(e)
+    assert all(t["backend"] == "nvrtc" for t in step), str(e)
+    notes = [n for t in step for n in t["notes"]]
+    assert not [n for n in notes if "cuda graph off" in n], notes
+    captures = [int(n.split()[2]) for n in notes if n.startswith("cuda graph: ") and
+                "capture(s)" in n]
+    assert captures and min(captures) >= 1, notes
+    assert not [b for b in e.graph_breaks if "all_reduce" in b["reason"]], str(e)
 
 
 @pytest.mark.skipif(kiln.cuda.device_count() < 2, reason="needs 2 GPUs")

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import kiln
+import kiln.distributed  # noqa: F401  (the collectives of the op table live there)
 from helpers import assert_close, k, randn, requires_torch, t, to_np, torch
 
 pytestmark = requires_torch
@@ -534,6 +535,8 @@ def test_like_factories(rng):
 COVERED = set(UNARY) | set(BINARY) | {
     # the fused attention rows: tests/python/test_attention.py
     "attention", "attention_output", "attention_backward",
+    # the collectives (kiln.distributed.<name>): tests/python/test_distributed.py
+    "all_reduce",
     "cast", "clamp", "where", "sum", "mean", "max", "min", "argmax", "var", "logsumexp",
     "softmax", "log_softmax", "layer_norm", "matmul", "linear", "conv2d", "max_pool2d",
     "avg_pool2d", "im2col", "col2im",
@@ -552,7 +555,8 @@ def test_every_table_op_is_tested_and_reachable():
     assert not (names - COVERED), f"ops of the table with no test here: {sorted(names - COVERED)}"
     assert kiln._missing_ops() == []
     for name in names:
-        assert callable(getattr(kiln, name)), name
+        home = kiln.distributed if TABLE[name] == "collective" else kiln
+        assert callable(getattr(home, name)), name
 
 
 def test_math_constants_sanity():

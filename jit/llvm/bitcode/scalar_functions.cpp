@@ -76,6 +76,7 @@ float unary<OpId::Gelu, float>(float x) {
 #define KILN_FN_Factory(Id, name, rule)
 #define KILN_FN_Random(Id, name, rule)
 #define KILN_FN_View(Id, name, rule)
+#define KILN_FN_Collective(Id, name, rule)
 
 #define KILN_OP(Id, name, family, rule) KILN_FN_##family(Id, name, rule)
 #include "ops/ops.def"

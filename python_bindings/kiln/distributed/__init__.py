@@ -9,7 +9,11 @@ rank 0 at MASTER_ADDR:MASTER_PORT). Start processes with `python -m kiln.distrib
 --standalone --nproc_per_node N script.py` (torchrun's flags) or mpirun.
 
 Collectives are synchronous on the CPU backends and enqueued on kiln's stream with NCCL;
-async_op=True returns an already completed Work. Each collective is a trace boundary.
+async_op=True returns an already completed Work. all_reduce is an op the tracer records
+(a training step with its gradient all-reduce is one trace; with NCCL the call is
+captured in the step's CUDA graph); broadcast, all_gather, reduce_scatter and barrier are
+trace boundaries. As in torch, all_reduce is not differentiable: it writes outside
+autograd (no grad_fn; allowed on a leaf that requires grad).
 """
 
 import os

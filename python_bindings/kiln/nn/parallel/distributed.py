@@ -7,13 +7,11 @@ all-reduce to run when the next backward() returns: gradients are averaged acros
 ranks in buckets of at most bucket_cap_mb (reverse parameter order, grouped by dtype and
 device), so after backward() every rank holds the same averaged .grad, as with PyTorch.
 
-After backward, not from per-gradient hooks: kiln's autograd has no gradient hooks, and
-the collectives here are synchronous on the CPU and a trace boundary on every backend (a
-write the tracer cannot see), so launching them mid-backward would cut the traced
-backward into pieces without overlapping anything on the CPU. One boundary after
-backward keeps forward+backward one trace and the optimizer step another. Overlap on
-the GPU (NCCL calls captured in the step's CUDA graph) needs the collective as a traced
-op; not done yet.
+After backward, not from per-gradient hooks: kiln's autograd has no gradient hooks. The
+all-reduce is an op the tracer records (kiln.distributed.all_reduce), so forward,
+backward, the bucketed all-reduce and the optimizer step are one trace between two host
+reads; with NCCL its calls are captured in the step's CUDA graph. The buckets are
+reduced in order after backward, not overlapped with it.
 
 no_sync() (or require_backward_grad_sync = False) skips the all-reduce for gradient
 accumulation: the micro-steps under it accumulate local gradients, and the first
