@@ -1,6 +1,7 @@
 #include "jit/memory_plan.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace kiln::jit {
 
@@ -47,6 +48,12 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
     for (const InputRef& r : op.inputs) read(r);
     if (op.in_place) read(op.target);
     if (root[i] >= 0) last[root[i]] = std::max(last[root[i]], at);
+  }
+  // A value the user holds mid-walk (TraceProgram::held) may be handed out when the run
+  // ends: its bytes are never reused within the run.
+  for (int i = 0; i < n && i < static_cast<int>(p.held.size()); ++i) {
+    const int c = plan.canonical[i];
+    if (p.held[i] && c >= 0 && root[c] >= 0) last[root[c]] = std::numeric_limits<int>::max();
   }
   struct Block {
     int64_t offset, bytes;

@@ -22,6 +22,11 @@ bool is_live(const TraceProgram& p, int i) {
   return i < static_cast<int>(p.live.size()) && p.live[i];
 }
 
+// Held by the user mid-walk (TraceProgram::held): kept in memory, not handed out.
+bool is_held(const TraceProgram& p, int i) {
+  return i < static_cast<int>(p.held.size()) && p.held[i];
+}
+
 bool is_pointwise(OpFamily f, OpId op) {
   return f == OpFamily::Unary || f == OpFamily::Clamp || f == OpFamily::Binary ||
          f == OpFamily::Where || f == OpFamily::Random || op == OpId::Full;
@@ -337,7 +342,7 @@ void eliminate_dead_code(const TraceProgram& p, const FusionOptions&, FusionPlan
   for (int i = n - 1; i >= 0; --i) {
     if (plan.canonical[i] != i) continue;
     const TraceOp& op = p.ops[i];
-    if (live(i) || op.in_place || has_effects(op.op)) needed[i] = 1;
+    if (live(i) || is_held(p, i) || op.in_place || has_effects(op.op)) needed[i] = 1;
     if (!needed[i]) continue;
     for (const InputRef& r : op.inputs)
       if (r.kind == InputRef::Kind::Value) needed[plan.canonical[r.index]] = 1;
@@ -379,7 +384,7 @@ void mark_stored(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) 
   for (int i = 0; i < n; ++i) {
     if (plan.canonical[i] != i) continue;
     const TraceOp& op = p.ops[i];
-    if (group_of[i] < 0 || op.in_place || live(i)) plan.stored[i] = 1;
+    if (group_of[i] < 0 || op.in_place || live(i) || is_held(p, i)) plan.stored[i] = 1;
     auto mark_read = [&](const InputRef& r) {
       const int v = value_input(r);
       // A one-element fill read by another kernel group: that kernel makes the value
@@ -394,7 +399,7 @@ void mark_stored(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) 
     if (op.in_place) mark_read(op.target);
   }
   for (int j = 0; j < n; ++j)
-    if (plan.canonical[j] >= 0 && plan.canonical[j] != j && live(j))
+    if (plan.canonical[j] >= 0 && plan.canonical[j] != j && (live(j) || is_held(p, j)))
       plan.stored[plan.canonical[j]] = 1;
   // Escapes: held by the user (or a view of it is), never in the arena.
   for (int i = n - 1; i >= 0; --i) {

@@ -19,6 +19,11 @@ struct TraceProgram {
   int num_externals = 0;
   int num_scalars = 0;
   std::vector<bool> live;  // per op: its value was held by the user at the boundary
+  // Per op: the user still held its value 64+ ops after it was made, on the walk the trace
+  // was compiled from (a loss kept across a micro-step), though not at the boundary. A
+  // plan keeps such values in memory (its arena), so a replay launched in parts
+  // (PartialRun) can go on past them while the user holds them.
+  std::vector<bool> held;
 };
 
 // The device a trace's work runs on: its first op not on the CPU, else the CPU. Host-side

@@ -10,6 +10,9 @@ namespace {
 
 struct LazyToken final : PendingValue {};
 
+// Walk::held_long's distance: a value still held this many ops after it was made.
+constexpr size_t kHeldLongOps = 64;
+
 // Lazy tensors' impls: one per replayed op, made and dropped at the op rate, so their
 // blocks (impl and shared_ptr control block in one) come from a small per-thread cache
 // instead of malloc/free. A block freed on another thread joins that thread's cache.
@@ -136,6 +139,7 @@ void Walk::clear() {
   externals.clear();
   scalars.clear();
   outputs.clear();
+  held_long.clear();
   values.clear();
   external_of.clear();
   written.clear();
@@ -267,6 +271,13 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
     run_start = node->depth;
   }
   outputs.push_back(value.impl_ptr());
+  // Eager walks only (recording, warming up; a compiled path's lazy walk already has its
+  // plan): every 64 ops, the values made 64 to 128 ops ago that the user still holds.
+  if (!pending_token && outputs.size() % kHeldLongOps == 0 && outputs.size() >= 2 * kHeldLongOps) {
+    held_long.resize(outputs.size());
+    for (size_t i = outputs.size() - 2 * kHeldLongOps; i + kHeldLongOps < outputs.size(); ++i)
+      held_long[i] = !outputs[i].expired();
+  }
   values.set(value.impl_ptr(), node->depth - 1);
   if (node->op.in_place && value.impl()->storage) written.push_back(value.impl()->storage.get());
 }
@@ -334,6 +345,9 @@ TraceProgram Walk::program() const {
   program.live.resize(program.ops.size());
   for (size_t i = 0; i < program.ops.size() && i < outputs.size(); ++i)
     program.live[i] = !outputs[i].expired();
+  program.held.assign(program.ops.size(), false);
+  for (size_t i = 0; i < program.ops.size() && i < held_long.size(); ++i)
+    program.held[i] = held_long[i] && !program.live[i];
   return program;
 }
 

@@ -58,9 +58,12 @@ struct Walk {
   std::vector<Tensor> externals;
   std::vector<Scalar> scalars;
   std::vector<std::weak_ptr<TensorImpl>> outputs;  // per op: the tensor the user got
-  ImplMap values;                                  // tensor -> op producing its current value
-  ImplMap external_of;                             // tensor -> external input slot
-  std::vector<const Storage*> written;             // storages this walk writes in place
+  // Per op, on eager walks: the user still held its value 64 to 128 ops after it was
+  // made (a loss kept across a micro-step): TraceProgram::held.
+  std::vector<bool> held_long;
+  ImplMap values;                       // tensor -> op producing its current value
+  ImplMap external_of;                  // tensor -> external input slot
+  std::vector<const Storage*> written;  // storages this walk writes in place
   std::shared_ptr<PendingValue> pending_token;
   int64_t eager_ns = 0;                  // time this walk ran ops eagerly
   std::optional<BreakCause> exit_cause;  // why it left its compiled path (for recompiles)
