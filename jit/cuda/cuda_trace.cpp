@@ -329,8 +329,8 @@ class FusedCudaTrace final : public FusedTrace {
                     std::to_string(partial_launches_) + " launched early)");
     if (partial_stops_ > 0)
       out.push_back(
-          "cuda graph: launching segments early stopped " + std::to_string(partial_stops_) +
-          " time(s) at a value the user held that the plan fuses away (last: " + partial_stop_ +
+          "cuda graph: launching segments early waited " + std::to_string(partial_stops_) +
+          " time(s) for the user to let go of a value the plan fuses away (last: " + partial_stop_ +
           ")");
     if (combo_count_ > 0) {
       size_t parts = 0;
@@ -509,14 +509,19 @@ class CudaPartialRun final : public tracer::PartialRun {
       const size_t begin = k == 0 ? 0 : t_.segments_[k - 1]->ops_end;
       const size_t end = t_.segments_[k]->ops_end;
       // A value held now that the plan does not keep (fused away) could not be handed out
-      // if still held at the end: this segment waits for the boundary. Kept values held
-      // now (autograd's saved tensors, mostly dropped by the end) are copied out at
-      // finish() if still held and not planned to be.
-      for (size_t i = begin; i < end && i < outputs.size(); ++i) {
+      // if still held at the end: this segment waits until the user lets go of it (a
+      // residual stream's x, held through the next sublayer), looked at again as the walk
+      // goes on; at the end, finish() runs what is left. Kept values held now (autograd's
+      // saved tensors, mostly dropped by the end) are copied out at finish() if still held
+      // and not planned to be. Values found released stay released: the scan resumes.
+      for (size_t i = std::max(begin, scan_from_); i < end && i < outputs.size(); ++i) {
+        scan_from_ = i;
         if (!outputs[i].expired() && !t_.kept(i)) {
-          stopped_ = true;
-          ++t_.partial_stops_;
-          t_.partial_stop_ = "v" + std::to_string(i) + " " + t_.program_.ops[i].str();
+          if (waiting_on_ != i) {
+            waiting_on_ = i;
+            ++t_.partial_stops_;
+            t_.partial_stop_ = "v" + std::to_string(i) + " " + t_.program_.ops[i].str();
+          }
           return;
         }
       }
@@ -614,6 +619,8 @@ class CudaPartialRun final : public tracer::PartialRun {
   std::lock_guard<std::mutex> lock_;
   FusedCudaTrace::RunState st_;
   bool stopped_ = false;
+  size_t scan_from_ = 0;          // ops before it were found released (or kept)
+  size_t waiting_on_ = SIZE_MAX;  // the held fused-away value the next launch waits for
 };
 
 std::unique_ptr<tracer::PartialRun> FusedCudaTrace::start_partial() const {
