@@ -1,8 +1,9 @@
 // Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"), the
-// counter-based generator behind rand/randn. Element i of a random op with state
-// (seed, offset) uses counter (i_lo, i_hi, offset_lo, offset_hi) and key (seed_lo,
-// seed_hi), so every element is independent of every other and of the device: the
-// CPU and CUDA kernels produce bit-identical uniform integers. The fused kernels call
+// counter-based generator behind rand/randn. Draw c of a random op with state
+// (seed, offset) uses counter (c_lo, c_hi, offset_lo, offset_hi) and key (seed_lo,
+// seed_hi); rand_value says which draw and words an element takes (randn: draw i for
+// element i). Every element is independent of the device: the CPU and CUDA kernels
+// produce bit-identical uniform integers. The fused kernels call
 // the same rand_value / randn_value: NVRTC includes this header (embedded in libkiln;
 // it needs no standard library there) and the LLVM JIT links them as bitcode.
 #pragma once
@@ -57,13 +58,26 @@ KILN_HD double uniform_double(uint32_t a, uint32_t b) {
   return static_cast<double>(bits & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
 
+// Word k (0..3) of a draw.
+KILN_HD uint32_t word_of(const Uint4& r, uint32_t k) {
+  return k == 0 ? r.x : k == 1 ? r.y : k == 2 ? r.z : r.w;
+}
+
 // Element index's value of rand / randn, computed in double so that every dtype and
 // device rounds the same number. rand draws on a grid of 2^-bits with bits the output
 // type's precision (11 for float16, 8 for bfloat16, 24 for float32, 53 for float64), so
-// converting it to that type is exact and never rounds up to 1.
+// converting it to that type is exact and never rounds up to 1. One draw serves four
+// elements of up to 32 bits (element i: word i % 4 of draw i / 4, its top bits) and two
+// of float64 (element i: words 2 (i % 2) and 2 (i % 2) + 1 of draw i / 2), so a kernel
+// holding neighbouring elements draws once for them.
 KILN_HD double rand_value(uint64_t seed, uint64_t offset, uint64_t index, int bits = 53) {
-  Uint4 r = draw(seed, offset, index);
-  const uint64_t word = (static_cast<uint64_t>(r.x) << 32) | r.y;
+  if (bits <= 32) {
+    const uint32_t w = word_of(draw(seed, offset, index >> 2), static_cast<uint32_t>(index & 3));
+    return static_cast<double>(w >> (32 - bits)) * (1.0 / static_cast<double>(1ull << bits));
+  }
+  const Uint4 r = draw(seed, offset, index >> 1);
+  const uint64_t word = (index & 1) ? (static_cast<uint64_t>(r.z) << 32) | r.w
+                                    : (static_cast<uint64_t>(r.x) << 32) | r.y;
   return static_cast<double>(word >> (64 - bits)) * (1.0 / static_cast<double>(1ull << bits));
 }
 #if !defined(__CUDACC_RTC__)

@@ -59,8 +59,9 @@ inline float erf_by_exp(float x) {
 
 // philox::rand_value(seed, offset, index, bits) for bits <= 31.
 inline double rand_value_narrow(uint64_t seed, uint64_t offset, uint64_t index, int bits) {
-  const philox::Uint4 r = philox::draw(seed, offset, index);
-  return static_cast<double>(static_cast<int32_t>(r.x >> (32 - bits))) *
+  const uint32_t w =
+      philox::word_of(philox::draw(seed, offset, index >> 2), static_cast<uint32_t>(index & 3));
+  return static_cast<double>(static_cast<int32_t>(w >> (32 - bits))) *
          (1.0 / static_cast<double>(1u << bits));
 }
 

@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
       }
     }
     __syncthreads();
-    // S, then P and the dropout scale per element; this thread: rows tr + 16a, keys tc + 16b.
+    // S, then P and the dropout scale per element; this thread: rows tr + 16a, keys 4tc + b.
     float pr[4][4], z[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
 #pragma unroll
       for (int a = 0; a < 4; ++a) qa[a] = sq[(tr + 16 * a) * kP + d];
 #pragma unroll
-      for (int b = 0; b < 4; ++b) kb[b] = sk[(tc + 16 * b) * kP + d];
+      for (int b = 0; b < 4; ++b) kb[b] = sk[(4 * tc + b) * kP + d];
 #pragma unroll
       for (int a = 0; a < 4; ++a)
 #pragma unroll
@@ -124,16 +124,26 @@ __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       const int r = tr + 16 * a, row = i0 + r;
+      bool keep[4] = {true, true, true, true};
+      if constexpr (Drop) {  // keys 4 tc .. 4 tc + 3: one draw when they share it
+        const uint64_t index = (static_cast<uint64_t>(bh) * p.L + row) * p.S + j0 + 4 * tc;
+        if ((index & 3) == 0) {
+          const kiln::philox::Uint4 w = kiln::philox::draw(seed, offset, index >> 2);
+          keep[0] = kept_word(w.x, p.dropout.p);
+          keep[1] = kept_word(w.y, p.dropout.p);
+          keep[2] = kept_word(w.z, p.dropout.p);
+          keep[3] = kept_word(w.w, p.dropout.p);
+        } else {
+#pragma unroll
+          for (int b = 0; b < 4; ++b) keep[b] = kept(seed, offset, index + b, p.dropout.p);
+        }
+      }
 #pragma unroll
       for (int b = 0; b < 4; ++b) {
-        const int c = tc + 16 * b, col = j0 + c;
+        const int c = 4 * tc + b, col = j0 + c;
         const bool live = row < p.L && col < p.S && !(Causal && col > row);
         pr[a][b] = live ? __expf(pr[a][b] * p.scale - slse[r]) : 0.f;
-        z[a][b] = 1.f;
-        if constexpr (Drop) {
-          const uint64_t index = (static_cast<uint64_t>(bh) * p.L + row) * p.S + col;
-          z[a][b] = live && kept(seed, offset, index, p.dropout.p) ? p.dropout.keep_scale : 0.f;
-        }
+        z[a][b] = Drop ? (live && keep[b] ? p.dropout.keep_scale : 0.f) : 1.f;
         sp[r * kSP + c] = pr[a][b] * z[a][b];
       }
     }
@@ -149,7 +159,7 @@ __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
 #pragma unroll
       for (int a = 0; a < 4; ++a) ga[a] = sdo[(tr + 16 * a) * kP + d];
 #pragma unroll
-      for (int b = 0; b < 4; ++b) vb[b] = sv[(tc + 16 * b) * kP + d];
+      for (int b = 0; b < 4; ++b) vb[b] = sv[(4 * tc + b) * kP + d];
 #pragma unroll
       for (int a = 0; a < 4; ++a)
 #pragma unroll
@@ -160,7 +170,7 @@ __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
       const int r = tr + 16 * a;
 #pragma unroll
       for (int b = 0; b < 4; ++b)
-        sds[r * kSP + tc + 16 * b] = pr[a][b] * (dp[a][b] * z[a][b] - sdi[r]) * p.scale;
+        sds[r * kSP + 4 * tc + b] = pr[a][b] * (dp[a][b] * z[a][b] - sdi[r]) * p.scale;
     }
     __syncthreads();
     // dV_j += (P Z)^T dO_i and dK_j += dS^T Q_i; this thread: keys tr + 16a, dims tc + 16b.

@@ -49,10 +49,28 @@ __device__ __forceinline__ void load_state(const Dropout& d, uint64_t& seed, uin
   seed = d.slot ? d.slot[0] : d.seed;
   offset = d.slot ? d.slot[1] : d.offset;
 }
-// kiln.rand's float32 value at `index` (ops/philox.h rand_value with 24 bits) >= p.
+// kiln.rand's float32 value from its word (ops/philox.h rand_value, 24 bits) >= p.
+__device__ __forceinline__ bool kept_word(uint32_t w, float p) {
+  return static_cast<float>(w >> 8) * (1.0f / 16777216.0f) >= p;
+}
+// The same for element `index`: word index % 4 of draw index / 4.
 __device__ __forceinline__ bool kept(uint64_t seed, uint64_t offset, uint64_t index, float p) {
-  const kiln::philox::Uint4 r = kiln::philox::draw(seed, offset, index);
-  return static_cast<float>(r.x >> 8) * (1.0f / 16777216.0f) >= p;
+  return kept_word(kiln::philox::word_of(kiln::philox::draw(seed, offset, index >> 2),
+                                         static_cast<uint32_t>(index & 3)),
+                   p);
+}
+// Elements index and index + 1, one draw when they share it (index even).
+__device__ __forceinline__ void kept_pair(uint64_t seed, uint64_t offset, uint64_t index, float p,
+                                          bool& k0, bool& k1) {
+  if ((index & 1) == 0) {
+    const kiln::philox::Uint4 r = kiln::philox::draw(seed, offset, index >> 2);
+    const uint32_t w = static_cast<uint32_t>(index & 3);
+    k0 = kept_word(kiln::philox::word_of(r, w), p);
+    k1 = kept_word(kiln::philox::word_of(r, w + 1), p);
+  } else {
+    k0 = kept(seed, offset, index, p);
+    k1 = kept(seed, offset, index + 1, p);
+  }
 }
 
 struct FwdParams {
@@ -263,10 +281,18 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
       for (int i = 0; i < 4; ++i) {
         s[n][i] = exp2f(s[n][i] - shift[i >> 1]);
         l[i >> 1] += s[n][i];
-        if constexpr (Drop) {
-          const int col = j0 + n * 8 + 2 * t + (i & 1);
-          const uint64_t index = drop_row0 + (i >= 2 ? 8ull * p.S : 0ull) + col;
-          s[n][i] = kept(seed, offset, index, p.dropout.p) ? s[n][i] * p.dropout.keep_scale : 0.f;
+      }
+    }
+    if constexpr (Drop) {  // after the sums: l normalizes every weight
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // rows row0 (s[n][0..1]) and row0 + 8 (s[n][2..3])
+          const uint64_t index = drop_row0 + (h ? 8ull * p.S : 0ull) + j0 + n * 8 + 2 * t;
+          bool k0, k1;
+          kept_pair(seed, offset, index, p.dropout.p, k0, k1);
+          s[n][2 * h] = k0 ? s[n][2 * h] * p.dropout.keep_scale : 0.f;
+          s[n][2 * h + 1] = k1 ? s[n][2 * h + 1] * p.dropout.keep_scale : 0.f;
         }
       }
     }

@@ -256,9 +256,9 @@ TEST(Philox, RandFollowsTheDocumentedCounterMapping) {
                              static_cast<uint32_t>(offset), static_cast<uint32_t>(offset >> 32)}},
                          static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
   };
-  for (uint64_t i = 0; i < first.size(); ++i) {
-    const U4 r = draw(0, i);
-    ASSERT_EQ(first[i], uniform53(r.v[0], r.v[1])) << "rand element " << i;
+  for (uint64_t i = 0; i < first.size(); ++i) {  // float64: two elements per draw
+    const U4 r = draw(0, i / 2);
+    ASSERT_EQ(first[i], uniform53(r.v[2 * (i % 2)], r.v[2 * (i % 2) + 1])) << "rand element " << i;
   }
   for (uint64_t i = 0; i < second.size(); ++i) {
     const U4 r = draw(1, i);
@@ -266,8 +266,9 @@ TEST(Philox, RandFollowsTheDocumentedCounterMapping) {
     const double z = std::sqrt(-2.0 * std::log(1.0 - u1)) * std::cos(2.0 * M_PI * u2);
     ASSERT_NEAR(second[i], z, 1e-12 * std::max(1.0, std::fabs(z))) << "randn element " << i;
   }
-  // Narrower dtypes draw on their own grid: the top `bits` bits of (x << 32 | y) times
-  // 2^-bits (24 for float32, 11 for float16, 8 for bfloat16), exact in the dtype.
+  // Narrower dtypes draw on their own grid, four elements per draw: element i is the top
+  // `bits` bits of word i % 4 of draw i / 4 times 2^-bits (24 for float32, 11 for float16,
+  // 8 for bfloat16), exact in the dtype.
   const std::pair<DType, int> grids[] = {
       {DType::Float32, 24}, {DType::Float16, 11}, {DType::BFloat16, 8}};
   uint64_t offset = 2;
@@ -275,9 +276,8 @@ TEST(Philox, RandFollowsTheDocumentedCounterMapping) {
     SCOPED_TRACE(name(d));
     const std::vector<double> v = kiln::rand({300}, d).to_vector<double>();
     for (uint64_t i = 0; i < v.size(); ++i) {
-      const U4 r = draw(offset, i);
-      const uint64_t word = (uint64_t{r.v[0]} << 32) | r.v[1];
-      ASSERT_EQ(v[i], std::ldexp(static_cast<double>(word >> (64 - bits)), -bits))
+      const U4 r = draw(offset, i / 4);
+      ASSERT_EQ(v[i], std::ldexp(static_cast<double>(r.v[i % 4] >> (32 - bits)), -bits))
           << "rand element " << i;
     }
     ++offset;
