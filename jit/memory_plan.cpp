@@ -49,11 +49,13 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
     if (op.in_place) read(op.target);
     if (root[i] >= 0) last[root[i]] = std::max(last[root[i]], at);
   }
-  // A value the user holds mid-walk (TraceProgram::held) may be handed out when the run
-  // ends: its bytes are never reused within the run.
-  for (int i = 0; i < n && i < static_cast<int>(p.held.size()); ++i) {
-    const int c = plan.canonical[i];
-    if (p.held[i] && c >= 0 && root[c] >= 0) last[root[c]] = std::numeric_limits<int>::max();
+  // A value the user holds mid-walk (TraceProgram::held) in a trace launched in parts (CUDA)
+  // may be handed out when the run ends: its bytes are never reused within the run.
+  if (tracer::home_device(p).is_cuda()) {
+    for (int i = 0; i < n && i < static_cast<int>(p.held.size()); ++i) {
+      const int c = plan.canonical[i];
+      if (p.held[i] && c >= 0 && root[c] >= 0) last[root[c]] = std::numeric_limits<int>::max();
+    }
   }
   struct Block {
     int64_t offset, bytes;

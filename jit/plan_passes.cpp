@@ -22,9 +22,11 @@ bool is_live(const TraceProgram& p, int i) {
   return i < static_cast<int>(p.live.size()) && p.live[i];
 }
 
-// Held by the user mid-walk (TraceProgram::held): kept in memory, not handed out.
+// Held by the user mid-walk (TraceProgram::held): kept in memory, not handed out, where
+// the backend launches a trace in parts while the walk goes on (CUDA); on the CPU, where a
+// trace runs whole at its end, fusing such a value away costs nothing.
 bool is_held(const TraceProgram& p, int i) {
-  return i < static_cast<int>(p.held.size()) && p.held[i];
+  return i < static_cast<int>(p.held.size()) && p.held[i] && tracer::home_device(p).is_cuda();
 }
 
 bool is_pointwise(OpFamily f, OpId op) {
