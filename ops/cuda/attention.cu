@@ -4,11 +4,13 @@
 //    scaled_dot_product_attention sends the rest to the composite.
 //    Dropout (scalars 1-3) inside the kernel, its mask drawn from the (seed, offset).
 //  - attention_output: the first L rows of each packed entry, a strided copy.
-//  - attention_backward: float32, ops/cuda/attention_backward_kernels.cuh, for what
-//    attention_cuda_backward_supports accepts; the rule takes the unfused gradient else.
+//  - attention_backward: float32, for what attention_cuda_backward_supports accepts (the
+//    rule takes the unfused gradient else): head size 64 on tensor cores
+//    (ops/cuda/attention_backward_tf32.cuh), 128 in plain float32
+//    (ops/cuda/attention_backward_kernels.cuh).
 #include "ops/api.h"
 #include "ops/attention_layout.h"
-#include "ops/cuda/attention_backward_kernels.cuh"
+#include "ops/cuda/attention_backward_tf32.cuh"
 #include "ops/cuda/attention_kernels.cuh"
 #include "ops/cuda/common.cuh"
 
@@ -50,7 +52,9 @@ bool attention_cuda_supports(const Tensor& q, const Tensor& k, const Tensor& v,
   if (k.dtype() != d || v.dtype() != d) return false;
   const int64_t e = q.size(-1);
   if ((e != 64 && e != 128) || k.size(-1) != e || v.size(-1) != e) return false;
-  if (q.size(-2) > (int64_t{1} << 30) || k.size(-2) > (int64_t{1} << 30)) return false;
+  // The kernels' grids count 64-row tiles of q (forward) and k (backward) in blockIdx.y.
+  constexpr int64_t kMaxRows = int64_t{65535} * 64;
+  if (q.size(-2) > kMaxRows || k.size(-2) > kMaxRows) return false;
   return aligned_rows(q) && aligned_rows(k) && aligned_rows(v);
 }
 
@@ -155,6 +159,8 @@ void backward(const OpCall& call, const Tensor& out) {
   p.k_sr = k.stride(-2);
   p.v_sr = v.stride(-2);
   p.g_sr = g.stride(-2);
+  p.grad_vec = reinterpret_cast<uintptr_t>(p.grad) % 16 == 0 && p.g_sr % 4 == 0 &&
+               p.g_sb % 4 == 0 && p.g_sh % 4 == 0;
   p.packed = packed.data<float>();
   p.packed_batch = (s.L + attention_lse_rows(s.L, s.Ev, DType::Float32)) * s.Ev;
   p.grads = out.data<float>();
@@ -168,7 +174,7 @@ void backward(const OpCall& call, const Tensor& out) {
   const int device = out.device().index;
   DeviceScope scope(device);
   const cudaError_t e =
-      s.E == 64 ? attn::launch_backward<64>(p, batch, call.attrs.causal, stream_of(device))
+      s.E == 64 ? attn::tf32_bwd::launch(p, batch, call.attrs.causal, stream_of(device))
                 : attn::launch_backward<128>(p, batch, call.attrs.causal, stream_of(device));
   check(e, "attention_backward", "the backward kernel launch");
 }

@@ -27,6 +27,7 @@ constexpr int kBwdThreads = 256;
 struct BwdParams {
   const float *q, *k, *v, *grad;  // grad: dO, [.., L, D]
   int64_t q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, g_sb, g_sh, g_sr;
+  bool grad_vec;         // grad's rows start 16-byte aligned (its pointer and strides allow it)
   const float* packed;   // the forward's output: rows [0, L) O, then the logsumexp
   int64_t packed_batch;  // (L + R) * D
   float* grads;
@@ -241,14 +242,19 @@ constexpr int backward_smem() {
   return (4 * 64 * (D + 1) + 2 * 64 * 65 + 2 * 64) * static_cast<int>(sizeof(float));
 }
 
-// Zeroes the dq rows of grads, then launches backward_kernel for batch x heads x
-// ceil(S / 64) blocks on stream. Returns the first error.
+// Zeroes the dq rows of grads (the kernels add into them; head_size columns) on stream.
+inline cudaError_t zero_dq(const BwdParams& p, int head_size, int batch, cudaStream_t stream) {
+  return cudaMemset2DAsync(p.grads, p.grads_batch * sizeof(float), 0,
+                           static_cast<size_t>(p.L) * head_size * sizeof(float),
+                           static_cast<size_t>(batch) * p.heads, stream);
+}
+
+// Zeroes dq, then launches backward_kernel for batch x heads x ceil(S / 64) blocks on
+// stream. Returns the first error.
 template <int D>
 cudaError_t launch_backward(const BwdParams& p, int batch, bool causal, cudaStream_t stream) {
   constexpr int smem = backward_smem<D>();
-  cudaError_t e = cudaMemset2DAsync(p.grads, p.grads_batch * sizeof(float), 0,
-                                    static_cast<size_t>(p.L) * D * sizeof(float),
-                                    static_cast<size_t>(batch) * p.heads, stream);
+  cudaError_t e = zero_dq(p, D, batch, stream);
   if (e != cudaSuccess) return e;
   const bool drop = p.dropout.p > 0.f;
   auto kernel = causal

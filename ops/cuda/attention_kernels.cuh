@@ -1,8 +1,9 @@
 // The CUDA fused attention forward (FlashAttention-2's algorithm), free of kiln types
 // so that a standalone harness (bench/cuda/attention_harness.cu) compiles it too.
 //
-// One block of 4 warps per (batch, head, 64 queries); each warp owns 16 query rows. The
-// block walks 64-key tiles of K and V staged in shared memory (tiles past the diagonal
+// One block of 4 warps per (batch * head, 64 queries), the last query tiles (the most
+// work when causal) launched first; each warp owns 16 query rows. The block walks
+// 64-key tiles of K and V staged in shared memory (tiles past the diagonal
 // skipped when causal); S = Q K^T and O += P V run on tensor cores through mma.sync:
 // m16n8k16 with float accumulators for bfloat16 / float16, and for float32 m16n8k8 TF32
 // with the 3xTF32 split (x = hi + lo, hi*hi + hi*lo + lo*hi), which keeps float32
@@ -73,6 +74,29 @@ __device__ __forceinline__ void kept_pair(uint64_t seed, uint64_t offset, uint64
   }
 }
 
+// The dropout bits of two rows x two neighbouring columns a lane holds: elements ia,
+// ia + 1 (keep[0], keep[1]) and ib, ib + 1 (keep[2], keep[3]). With `shared`, the
+// partner lane (lane ^ partner) holds the other half of the same four-element draws
+// (ia % 4 is 0 in one lane and 2 in the other): each lane draws one of the two rows
+// and trades two words, one draw per four elements. Every lane of the warp calls it.
+__device__ __forceinline__ void kept_quad(uint64_t seed, uint64_t offset, uint64_t ia, uint64_t ib,
+                                          float p, bool shared, int partner, bool keep[4]) {
+  if (shared) {
+    const bool high = (ia & 2) != 0;  // words z, w are this lane's
+    const kiln::philox::Uint4 w = kiln::philox::draw(seed, offset, (high ? ib : ia) >> 2);
+    const uint32_t own0 = high ? w.z : w.x, own1 = high ? w.w : w.y;
+    const uint32_t got0 = __shfl_xor_sync(0xffffffffu, high ? w.x : w.z, partner);
+    const uint32_t got1 = __shfl_xor_sync(0xffffffffu, high ? w.y : w.w, partner);
+    keep[0] = kept_word(high ? got0 : own0, p);
+    keep[1] = kept_word(high ? got1 : own1, p);
+    keep[2] = kept_word(high ? own0 : got0, p);
+    keep[3] = kept_word(high ? own1 : got1, p);
+  } else {
+    kept_pair(seed, offset, ia, p, keep[0], keep[1]);
+    kept_pair(seed, offset, ib, p, keep[2], keep[3]);
+  }
+}
+
 struct FwdParams {
   const void *q, *k, *v;
   void* out;
@@ -129,21 +153,28 @@ __device__ __forceinline__ uint32_t to_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
   return r;
 }
-// x = hi + lo, both TF32.
+// x = hi + lo: hi rounded to TF32, lo passed whole (the tensor core reads its top 19
+// bits; |lo| <= 2^-11 |x|): one conversion and one subtraction.
 __device__ __forceinline__ void split_tf32(float x, uint32_t& hi, uint32_t& lo) {
   hi = to_tf32(x);
-  lo = to_tf32(x - __uint_as_float(hi));
+  lo = __float_as_uint(x - __uint_as_float(hi));
 }
-// c += a b in about float32 accuracy: three TF32 products.
-__device__ __forceinline__ void mma_3xtf32(float c[4], const float a[4], const float b[2]) {
-  uint32_t ah[4], al[4], bh[2], bl[2];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) split_tf32(a[i], ah[i], al[i]);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) split_tf32(b[i], bh[i], bl[i]);
+// c += a b in about float32 accuracy from split operands: three TF32 products
+// (hi*hi + hi*lo + lo*hi, the small ones first).
+__device__ __forceinline__ void mma_3xtf32(float c[4], const uint32_t ah[4], const uint32_t al[4],
+                                           const uint32_t bh[2], const uint32_t bl[2]) {
   mma_tf32(c, al, bh);
   mma_tf32(c, ah, bl);
   mma_tf32(c, ah, bh);
+}
+// The A fragment of m16n8k8 (rows g, g + 8; columns t, t + 4) of a row-major tile whose
+// row g, column t is at a (pitch P), split.
+template <int P>
+__device__ __forceinline__ void split_a(const float* a, uint32_t ah[4], uint32_t al[4]) {
+  split_tf32(a[0], ah[0], al[0]);
+  split_tf32(a[8 * P], ah[1], al[1]);
+  split_tf32(a[4], ah[2], al[2]);
+  split_tf32(a[8 * P + 4], ah[3], al[3]);
 }
 
 // Copies rows [r0, r0 + 64) of a [rows, D] matrix (row stride sr) into smem (row pitch
@@ -186,8 +217,10 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane / 4, t = lane % 4;
-  const int i0 = blockIdx.x * kRows;
-  const int head = blockIdx.y, batch = blockIdx.z;
+  // The last query tile (the most keys when causal) first: blockIdx.y counts down.
+  const int i0 = (gridDim.y - 1 - blockIdx.y) * kRows;
+  const int head = static_cast<int>(blockIdx.x % p.heads);
+  const int batch = static_cast<int>(blockIdx.x / p.heads);
   const T* q = static_cast<const T*>(p.q) + batch * p.q_sb + head * p.q_sh;
   const T* k = static_cast<const T*>(p.k) + batch * p.k_sb + head * p.k_sh;
   const T* v = static_cast<const T*>(p.v) + batch * p.v_sb + head * p.v_sh;
@@ -223,13 +256,15 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
     if constexpr (kF32) {
 #pragma unroll
       for (int kk = 0; kk < D; kk += 8) {
-        const float a[4] = {qw[g * kP + kk + t], qw[(g + 8) * kP + kk + t], qw[g * kP + kk + t + 4],
-                            qw[(g + 8) * kP + kk + t + 4]};
+        uint32_t ah[4], al[4];
+        split_a<kP>(qw + g * kP + kk + t, ah, al);
 #pragma unroll
         for (int n = 0; n < kNT; ++n) {
-          const float* kr = sk + (n * 8 + g) * kP + kk;
-          const float b[2] = {kr[t], kr[t + 4]};
-          mma_3xtf32(s[n], a, b);
+          const float* kr = sk + (n * 8 + g) * kP + kk + t;
+          uint32_t bh[2], bl[2];
+          split_tf32(kr[0], bh[0], bl[0]);
+          split_tf32(kr[4], bh[1], bl[1]);
+          mma_3xtf32(s[n], ah, al, bh, bl);
         }
       }
     } else {
@@ -286,14 +321,12 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
     if constexpr (Drop) {  // after the sums: l normalizes every weight
 #pragma unroll
       for (int n = 0; n < kNT; ++n) {
+        // rows row0 (s[n][0..1]) and row0 + 8 (s[n][2..3]); lanes t, t ^ 1 hold 4 keys
+        const uint64_t index = drop_row0 + j0 + n * 8 + 2 * t;
+        bool keep[4];
+        kept_quad(seed, offset, index, index + 8ull * p.S, p.dropout.p, (p.S & 3) == 0, 1, keep);
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {  // rows row0 (s[n][0..1]) and row0 + 8 (s[n][2..3])
-          const uint64_t index = drop_row0 + (h ? 8ull * p.S : 0ull) + j0 + n * 8 + 2 * t;
-          bool k0, k1;
-          kept_pair(seed, offset, index, p.dropout.p, k0, k1);
-          s[n][2 * h] = k0 ? s[n][2 * h] * p.dropout.keep_scale : 0.f;
-          s[n][2 * h + 1] = k1 ? s[n][2 * h + 1] * p.dropout.keep_scale : 0.f;
-        }
+        for (int i = 0; i < 4; ++i) s[n][i] = keep[i] ? s[n][i] * p.dropout.keep_scale : 0.f;
       }
     }
 #pragma unroll
@@ -316,12 +349,14 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
       __syncwarp();
 #pragma unroll
       for (int kk = 0; kk < kCols; kk += 8) {
-        const float a[4] = {pw[g * kPP + kk + t], pw[(g + 8) * kPP + kk + t],
-                            pw[g * kPP + kk + t + 4], pw[(g + 8) * kPP + kk + t + 4]};
+        uint32_t ah[4], al[4];
+        split_a<kPP>(pw + g * kPP + kk + t, ah, al);
 #pragma unroll
         for (int d = 0; d < kDT; ++d) {
-          const float b[2] = {sv[(kk + t) * kP + d * 8 + g], sv[(kk + t + 4) * kP + d * 8 + g]};
-          mma_3xtf32(o[d], a, b);
+          uint32_t bh[2], bl[2];
+          split_tf32(sv[(kk + t) * kP + d * 8 + g], bh[0], bl[0]);
+          split_tf32(sv[(kk + t + 4) * kP + d * 8 + g], bh[1], bl[1]);
+          mma_3xtf32(o[d], ah, al, bh, bl);
         }
       }
       __syncwarp();
@@ -369,7 +404,7 @@ constexpr int forward_smem() {
          (sizeof(T) == 4 ? 4 * 16 * (kCols + 4) * 4 : 0);
 }
 
-// Launches forward_kernel for batch x heads x ceil(L / 64) blocks on stream. Returns
+// Launches forward_kernel for batch * heads x ceil(L / 64) blocks on stream. Returns
 // the launch error (cudaFuncSetAttribute's first).
 template <class T, int D>
 cudaError_t launch_forward(const FwdParams& p, int batch, bool causal, cudaStream_t stream) {
@@ -380,7 +415,7 @@ cudaError_t launch_forward(const FwdParams& p, int batch, bool causal, cudaStrea
              : (drop ? forward_kernel<T, D, false, true> : forward_kernel<T, D, false, false>);
   cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (e != cudaSuccess) return e;
-  const dim3 grid((p.L + kRows - 1) / kRows, p.heads, batch);
+  const dim3 grid(static_cast<unsigned>(batch) * p.heads, (p.L + kRows - 1) / kRows);
   kernel<<<grid, kThreads, smem, stream>>>(p);
   return cudaGetLastError();
 }
