@@ -237,6 +237,8 @@ class Emitter {
                                            : memo_;
     auto it = memo.find(i);
     if (it != memo.end()) return it->second;
+    auto pin = pinned_.find(i);
+    if (pin != pinned_.end()) return pin->second + "[u]";
     std::string e;
     switch (n.op) {
       case KOp::Load:
@@ -476,6 +478,8 @@ class Emitter {
       if (op.row_level || op.inner == InnerStride::Broadcast) return b;
       return "(" + b + " + " + inner_offset(o, "j") + ")";
     };
+    pinned_.clear();
+    if (cached) pin_draws(slots, mode);
     const int stages = k_.stages();
     for (int s = 1; s <= stages; ++s) {
       std::vector<int> reds;
@@ -537,6 +541,25 @@ class Emitter {
       memo_.clear();
       close_cols_loop();
     }
+  }
+  // Every pass of a row kernel recomputes its element values from the operands; a
+  // random draw (Philox, the costly one: dropout before a layer_norm is drawn in the
+  // mean, the variance and the store pass) is drawn once into registers r<node>[u].
+  void pin_draws(int slots, RowMode mode) {
+    std::vector<int> draws;
+    for (size_t i = 0; i < k_.nodes.size(); ++i)
+      if (k_.nodes[i].op == KOp::Random && k_.nodes[i].level == Level::Full)
+        draws.push_back(static_cast<int>(i));
+    if (draws.empty()) return;
+    for (int i : draws)
+      line(ctype(k_.nodes[i].dtype) + " r" + std::to_string(i) + "[" + std::to_string(slots) +
+           "];");
+    open_cols_loop(mode);
+    memo_.clear();
+    for (int i : draws) line("r" + std::to_string(i) + "[u] = " + value(i) + ";");
+    memo_.clear();
+    close_cols_loop();
+    for (int i : draws) pinned_[i] = "r" + std::to_string(i);
   }
   void open_cols_loop(RowMode mode) {
     if (mode == RowMode::Warp) {
@@ -632,6 +655,7 @@ class Emitter {
   std::function<std::string(int)> element_;
   std::function<std::string(int)> index_;  // an index-only operand's element index
   std::map<int, std::string> invariant_, row_, memo_;
+  std::map<int, std::string> pinned_;  // node -> register array of its per-element values
   std::string words_ = "a.v", block_ = "blockIdx.x", blocks_ = "gridDim.x";
 };
 

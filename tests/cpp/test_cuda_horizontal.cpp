@@ -596,7 +596,8 @@ TEST_F(JitCudaHorizontal, ChainsAndALibraryReaderKeepTheirOrder) {
     EXPECT_TRUE(all_close(p[i], ph[i], Tol{1e-4, 1e-6})) << "param " << i << " vs float64";
     EXPECT_TRUE(all_close(p[i], read(pe[i]), Tol{1e-5, 1e-6})) << "param " << i << " vs eager";
   }
-  EXPECT_TRUE(all_close(y, read(ye), Tol{1e-4, 1e-5})) << "matmul of the updated parameter";
+  // y sums 64 products of size ~1 that cancel to ~0.05: its error scales with the terms.
+  EXPECT_TRUE(all_close(y, read(ye), Tol{1e-4, 1e-4})) << "matmul of the updated parameter";
 }
 
 }  // namespace

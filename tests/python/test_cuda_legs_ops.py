@@ -323,6 +323,20 @@ def test_cat_stack_dtypes_cuda(cuda_leg, rng, dim, dtype):
     check_on_cuda(cuda_leg, lambda xs: kiln.cat([x.transpose(0, 2) for x in xs], dim), parts)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64", "bool", "float16"])
+def test_cat_many_inputs_cuda(cuda_leg, rng, dtype):
+    # 70 inputs (more than one launch of the one-kernel path), empty ones among them, and
+    # widths that differ; stack of 0-d tensors as clip_grad_norm_ does it.
+    np_dtype = np.float32 if dtype == "float16" else KILN_DTYPES[dtype][1]
+    cast = (lambda x: x.to(kiln.float16)) if dtype == "float16" else (lambda x: x)
+    widths = [int(w) for w in rng.integers(0, 4, 70)]
+    parts = [sample(rng, (3, w, 2), np_dtype) for w in widths]
+    check_on_cuda(cuda_leg, lambda xs: kiln.cat([cast(x) for x in xs], 1), parts,
+                  grad=dtype in FLOATS)
+    scalars = [np.asarray(sample(rng, (), np_dtype)) for _ in range(39)]
+    check_on_cuda(cuda_leg, lambda xs: kiln.stack([cast(x) for x in xs]), scalars)
+
+
 @pytest.mark.parametrize("dim", [0, 1, -1])
 def test_cat_stack_cuda(cuda_leg, rng, dim):
     parts = [randn(rng, 3, 4) for _ in range(3)]
