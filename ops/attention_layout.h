@@ -15,11 +15,16 @@
 //   attention        (q, k, v[, mask])                -> packed [B..., L + R, Ev]
 //   attention_output (packed, q, k, v[, mask])        -> out    [B..., L, Ev]
 //   attention_backward (grad, packed, q, k, v[, mask]) -> grads [B..., L + 2S, max(E, Ev)]
+//                                        or, interleaved, grads [B, L, 3, H, E]
 //
 // packed: rows [0, L) hold the output, the R rows after them hold the logsumexp of each
 // query's scaled scores (FlashAttention-2's saved statistic) as L values of LseT<T>
 // (float, double for float64 inputs) written over the rows' bytes. grads: rows [0, L)
 // dq (first E columns), [L, L + S) dk (first E columns), [L + S, L + 2S) dv (first Ev).
+// Interleaved (attention_grads_interleaved: the CUDA kernels, q [B, H, L, E] with S == L
+// and Ev == E): grads[b, l, 0, h] is dq's row l of (b, h), [b, l, 1, h] dk's, [b, l, 2, h]
+// dv's: the layout of a fused projection's output [B, L, 3 H E] split into q, k, v and
+// viewed per head, so their gradients reach the projection without copies.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +53,12 @@ inline int64_t attention_lse_bytes(DType d) { return d == DType::Float64 ? 8 : 4
 inline int64_t attention_lse_rows(int64_t L, int64_t Ev, DType d) {
   const int64_t row_bytes = Ev * itemsize(d);
   return (L * attention_lse_bytes(d) + row_bytes - 1) / row_bytes;
+}
+
+// Whether attention_backward of these inputs writes the interleaved grads layout.
+inline bool attention_grads_interleaved(const Tensor& q, const Tensor& k, const Tensor& v) {
+  return q.device().is_cuda() && q.dim() == 4 && k.size(-2) == q.size(-2) &&
+         v.size(-1) == q.size(-1);
 }
 
 // The shape rule of the Attention family (validates; names op, argument, expected vs

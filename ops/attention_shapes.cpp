@@ -92,9 +92,10 @@ OutputMeta infer_attention(const OpCall& c) {
   if (c.op == OpId::AttentionBackward)
     check_tensor(c, c.inputs[0], "grad", with_rows(batch, L, Ev), dtype);
   OutputMeta m;
-  m.sizes = c.op == OpId::Attention         ? with_rows(batch, L + lse_rows, Ev)
-            : c.op == OpId::AttentionOutput ? with_rows(batch, L, Ev)
-                                            : with_rows(batch, L + 2 * S, std::max(E, Ev));
+  m.sizes = c.op == OpId::Attention                ? with_rows(batch, L + lse_rows, Ev)
+            : c.op == OpId::AttentionOutput        ? with_rows(batch, L, Ev)
+            : attention_grads_interleaved(q, k, v) ? Dims{q.size(0), L, 3, q.size(1), E}
+                                                   : with_rows(batch, L + 2 * S, std::max(E, Ev));
   m.strides = contiguous_strides(m.sizes);
   m.dtype = dtype;
   m.device = q.device();

@@ -55,6 +55,11 @@ inline Tensor kernel_contiguous(const Tensor& t) { return kernel_contiguous(t, t
 //  - Inputs may have any strides (expanded 0-strides, transposes, offsets) and dtypes
 //    different from the output's; out may be a strided view (in-place ops).
 
+// KILN_FILL_UNINITIALIZED=1 (read at each call): empty() fills floating tensors with NaN
+// instead of leaving them as they come, so that a read of memory nobody wrote shows (as
+// PyTorch's fill_uninitialized_memory). For tests and debugging; off by default.
+bool fill_uninitialized();
+
 // Device transfers (ToDevice family): copies src into out across devices; src and out
 // have the same shape and dtype and out is contiguous (ops/copy_across_devices.cpp, on
 // runtime/cuda_context.h's copies).

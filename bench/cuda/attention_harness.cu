@@ -204,8 +204,12 @@ void run_backward_case(int B, int H, int L, bool causal, float drop_p) {
   p.grad_vec = true;
   p.packed = dout;
   p.packed_batch = f.out_batch;
-  p.grads = dgrads;
-  p.grads_batch = static_cast<int64_t>(L + 2 * S) * D;
+  p.dq = dgrads;  // rows [0, L) dq, then dk, then dv, per (batch, head)
+  p.dk = dgrads + static_cast<int64_t>(L) * D;
+  p.dv = p.dk + static_cast<int64_t>(S) * D;
+  p.o_sh = static_cast<int64_t>(L + 2 * S) * D;
+  p.o_sb = p.o_sh * H;
+  p.o_sr = D;
   p.heads = H;
   p.L = L;
   p.S = S;

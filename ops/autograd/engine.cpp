@@ -1,5 +1,6 @@
 #include "ops/autograd/engine.h"
 
+#include <algorithm>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -56,17 +57,36 @@ Tensor conform(const Node& node, size_t i, Tensor g) {
 }
 
 // A slice's gradient written straight into its place in the input's gradient buffer:
-// the buffer is zeros made here once (so no one else holds it), the first slice into a
-// part is copied, a later one into a part already written is added. A fused projection
-// split three ways (q, k, v) then costs one zero fill and three slice writes, not three
+// the buffer is made here once, uninitialized (so no one else holds it), the first slice
+// into a part is copied, a later one into a part already written is added, and the parts
+// no slice wrote are zeroed before anything reads the buffer (zero_unwritten). A fused
+// projection split three ways (q, k, v) then costs three slice writes, not three
 // zero-filled full-size tensors and two full-size adds. The rule runs instead where the
 // buffer already holds a gradient kiln did not make (it may be held elsewhere) or the
 // gradient's dtype or device differs from the input's.
 struct OwnedBuffer {
   std::vector<std::pair<int64_t, int64_t>> written;  // [start, end) along `dim`, step 1
   int64_t dim = -1;
-  bool summed = false;  // another gradient was added in: every later slice adds
+  bool summed = false;       // another gradient was added in: every later slice adds
+  bool initialized = false;  // every element holds a gradient or zero
 };
+// Zeroes what no slice wrote, once; afterwards the buffer can be read and added to.
+void zero_unwritten(Tensor& dst, OwnedBuffer& owned) {
+  if (owned.initialized) return;
+  owned.initialized = true;
+  if (owned.dim < 0) {
+    dst.zero_();
+    return;
+  }
+  std::vector<std::pair<int64_t, int64_t>> w = owned.written;
+  std::sort(w.begin(), w.end());
+  int64_t at = 0;
+  for (const auto& [lo, hi] : w) {
+    if (lo > at) dst.slice(owned.dim, at, lo).zero_();
+    at = std::max(at, hi);
+  }
+  if (at < dst.size(owned.dim)) dst.slice(owned.dim, at, dst.size(owned.dim)).zero_();
+}
 // The slice op of node n, if its gradient g can go straight into a buffer.
 const OpAttrs* slice_of(const Node& n, const Tensor& g) {
   const auto* op = dynamic_cast<const OpNode*>(&n);
@@ -78,7 +98,7 @@ const OpAttrs* slice_of(const Node& n, const Tensor& g) {
 void slice_into_buffer(const ValueInfo& info, const OpAttrs& a, const Tensor& g, Tensor& dst,
                        OwnedBuffer& owned) {
   if (!dst.defined()) {
-    dst = zeros(info.sizes, TensorOptions(info.dtype, info.device));
+    dst = empty(info.sizes, TensorOptions(info.dtype, info.device));
     owned = OwnedBuffer{};
   }
   Tensor part = dst.slice(a.dim, a.start, a.end, a.step);
@@ -91,6 +111,7 @@ void slice_into_buffer(const ValueInfo& info, const OpAttrs& a, const Tensor& g,
     owned.dim = a.dim;
     owned.written.emplace_back(lo, hi);
   } else {
+    zero_unwritten(dst, owned);
     part.add_(g);
     owned.summed = true;  // written where `written` does not say: later slices add too
   }
@@ -147,6 +168,10 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
     TensorList in = std::move(buffers[n]);
     buffers.erase(n);
     in.resize(static_cast<size_t>(n->num_outputs()));
+    for (size_t s = 0; s < in.size(); ++s) {
+      auto o = owned.find({n, static_cast<int>(s)});
+      if (o != owned.end() && in[s].defined()) zero_unwritten(in[s], o->second);
+    }
     // grad() captures a gradient before the hooks of its tensor run (PyTorch's order).
     if (captures) {
       for (size_t s = 0; s < in.size(); ++s) {
@@ -194,8 +219,10 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
         Tensor& dst = buf[static_cast<size_t>(e.slot)];
         // A sum is a new tensor; a gradient passed on as is may be held elsewhere.
         if (dst.defined()) {
+          auto o = owned.find({e.fn.get(), e.slot});
+          if (o != owned.end()) zero_unwritten(dst, o->second);
           dst = add(dst, g);
-          if (auto o = owned.find({e.fn.get(), e.slot}); o != owned.end()) o->second.summed = true;
+          if (o != owned.end()) o->second.summed = true;
         } else {
           dst = std::move(g);
           owned.erase({e.fn.get(), e.slot});

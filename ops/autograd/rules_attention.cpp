@@ -5,7 +5,8 @@
 // recomputed by matmul and softmax, Z the dropout mask redrawn from the forward's state
 // (1 without dropout), then dV = (P Z)^T g, dS = P (Z g V^T - rowsum(P Z g V^T)) scale,
 // dQ = dS K, dK = dS^T Q). attention and attention_backward have no rule of their own. A
-// floating attn_mask gets no gradient.
+// floating attn_mask gets no gradient. Interleaved grads (ops/attention_layout.h) give dq,
+// dk and dv as strided views, the strides of q, k and v split from one projection.
 #include <cmath>
 
 #include "ops/api.h"
@@ -69,6 +70,10 @@ TensorList attention_backward(const OpNode& node, const Tensor& grad) {
   }
   const Tensor grads = dispatch(call);
   TensorList out(c.inputs.size());
+  if (grads.dim() == 5) {  // interleaved [B, L, 3, H, E]: views [B, H, L, E]
+    for (int64_t i = 0; i < 3; ++i) out[1 + i] = grads.select(2, i).transpose(1, 2);
+    return out;
+  }
   out[1] = grads.slice(-2, 0, s.L).slice(-1, 0, s.E);
   out[2] = grads.slice(-2, s.L, s.L + s.S).slice(-1, 0, s.E);
   out[3] = grads.slice(-2, s.L + s.S, s.L + 2 * s.S).slice(-1, 0, s.Ev);

@@ -163,9 +163,20 @@ void backward(const OpCall& call, const Tensor& out) {
                p.g_sb % 4 == 0 && p.g_sh % 4 == 0;
   p.packed = packed.data<float>();
   p.packed_batch = (s.L + attention_lse_rows(s.L, s.Ev, DType::Float32)) * s.Ev;
-  p.grads = out.data<float>();
-  p.grads_batch = (s.L + 2 * s.S) * s.E;
   p.heads = q.dim() >= 3 ? static_cast<int>(q.size(q.dim() - 3)) : 1;
+  p.dq = out.data<float>();
+  if (out.dim() == 5) {  // interleaved [B, L, 3, H, E]
+    p.o_sb = out.stride(0);
+    p.o_sr = out.stride(1);
+    p.o_sh = out.stride(3);
+    p.dk = p.dq + out.stride(2);
+    p.dv = p.dq + 2 * out.stride(2);
+  } else {  // [B..., L + 2S, E]
+    batch_strides(out, &p.o_sb, &p.o_sh);
+    p.o_sr = s.E;
+    p.dk = p.dq + s.L * s.E;
+    p.dv = p.dk + s.S * s.E;
+  }
   const int batch = q.dim() == 4 ? static_cast<int>(q.size(0)) : 1;
   p.L = static_cast<int>(s.L);
   p.S = static_cast<int>(s.S);

@@ -12,8 +12,7 @@
 // the output, which the caller zeroes first. Products are plain float32 FMAs (16 or 32
 // outputs per thread from shared memory): float32 accuracy, no tensor cores.
 //
-// Output: grads [batch * heads, L + 2S, D] (ops/attention_layout.h): rows [0, L) dq,
-// [L, L + S) dk, [L + S, L + 2S) dv.
+// Output: dq, dk, dv at the strides of BwdParams (ops/attention_layout.h: grads).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +29,10 @@ struct BwdParams {
   bool grad_vec;         // grad's rows start 16-byte aligned (its pointer and strides allow it)
   const float* packed;   // the forward's output: rows [0, L) O, then the logsumexp
   int64_t packed_batch;  // (L + R) * D
-  float* grads;
-  int64_t grads_batch;  // (L + 2S) * D
+  // Outputs (ops/attention_layout.h): row `row` of (batch b, head h) of dq at
+  // dq + b * o_sb + h * o_sh + row * o_sr, the same for dk and dv.
+  float *dq, *dk, *dv;
+  int64_t o_sb, o_sh, o_sr;
   int heads, L, S;
   float scale;
   Dropout dropout;
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
   const float* g = p.grad + batch * p.g_sb + head * p.g_sh;
   const float* o = p.packed + bh * p.packed_batch;
   const float* lse = o + static_cast<int64_t>(p.L) * D;
-  float* dq = p.grads + bh * p.grads_batch;
+  float* dq = p.dq + batch * p.o_sb + head * p.o_sh;
   uint64_t seed = 0, offset = 0;
   if constexpr (Drop) load_state(p.dropout, seed, offset);
 
@@ -219,20 +220,19 @@ __global__ void __launch_bounds__(kBwdThreads) backward_kernel(BwdParams p) {
       const int row = i0 + tr + 16 * a;
       if (row >= p.L) continue;
 #pragma unroll
-      for (int b = 0; b < kW; ++b)
-        atomicAdd(dq + static_cast<int64_t>(row) * D + tc + 16 * b, dqa[a][b]);
+      for (int b = 0; b < kW; ++b) atomicAdd(dq + row * p.o_sr + tc + 16 * b, dqa[a][b]);
     }
   }
-  float* dkp = p.grads + bh * p.grads_batch + static_cast<int64_t>(p.L) * D;
-  float* dvp = dkp + static_cast<int64_t>(p.S) * D;
+  float* dkp = p.dk + batch * p.o_sb + head * p.o_sh;
+  float* dvp = p.dv + batch * p.o_sb + head * p.o_sh;
 #pragma unroll
   for (int a = 0; a < 4; ++a) {
     const int key = j0 + tr + 16 * a;
     if (key >= p.S) continue;
 #pragma unroll
     for (int b = 0; b < kW; ++b) {
-      dkp[static_cast<int64_t>(key) * D + tc + 16 * b] = dk[a][b];
-      dvp[static_cast<int64_t>(key) * D + tc + 16 * b] = dv[a][b];
+      dkp[key * p.o_sr + tc + 16 * b] = dk[a][b];
+      dvp[key * p.o_sr + tc + 16 * b] = dv[a][b];
     }
   }
 }
@@ -242,10 +242,15 @@ constexpr int backward_smem() {
   return (4 * 64 * (D + 1) + 2 * 64 * 65 + 2 * 64) * static_cast<int>(sizeof(float));
 }
 
-// Zeroes the dq rows of grads (the kernels add into them; head_size columns) on stream.
+// Zeroes dq (the kernels add into it; head_size columns a row) on stream: one 2-D memset
+// over (batch, row) when a row's heads are side by side (o_sh == head_size, rows apart),
+// else over (batch, head) (rows packed: o_sr == head_size).
 inline cudaError_t zero_dq(const BwdParams& p, int head_size, int batch, cudaStream_t stream) {
-  return cudaMemset2DAsync(p.grads, p.grads_batch * sizeof(float), 0,
-                           static_cast<size_t>(p.L) * head_size * sizeof(float),
+  const size_t row_bytes = static_cast<size_t>(head_size) * sizeof(float);
+  if (p.o_sr != head_size)
+    return cudaMemset2DAsync(p.dq, p.o_sr * sizeof(float), 0, row_bytes * p.heads,
+                             static_cast<size_t>(batch) * p.L, stream);
+  return cudaMemset2DAsync(p.dq, p.o_sh * sizeof(float), 0, row_bytes * p.L,
                            static_cast<size_t>(batch) * p.heads, stream);
 }
 

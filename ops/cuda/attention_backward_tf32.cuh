@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tf32_kernel(BwdParams p)
   const float* gr = p.grad + batch * p.g_sb + head * p.g_sh;
   const float* o = p.packed + bh * p.packed_batch;
   const float* lse = o + static_cast<int64_t>(p.L) * kD;
-  float* dq = p.grads + bh * p.grads_batch;
+  float* dq = p.dq + batch * p.o_sb + head * p.o_sh;
   const float scale_log2 = p.scale * 1.4426950408889634f;
   uint64_t seed = 0, offset = 0;
   if constexpr (Drop) load_state(p.dropout, seed, offset);
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tf32_kernel(BwdParams p)
     for (int h = 0; h < 2; ++h) {
       const int row = i0 + 16 * warp + g + 8 * h;
       if (row >= p.L) continue;
-      float* dst = dq + static_cast<int64_t>(row) * kD + 2 * t;
+      float* dst = dq + row * p.o_sr + 2 * t;
 #pragma unroll
       for (int d = 0; d < 8; ++d) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -246,15 +246,15 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tf32_kernel(BwdParams p)
   }
 
   // dK and dV rows key0 (accumulator rows g) and key1 (rows g + 8).
-  float* dkp = p.grads + bh * p.grads_batch + static_cast<int64_t>(p.L) * kD;
-  float* dvp = dkp + static_cast<int64_t>(p.S) * kD;
+  float* dkp = p.dk + batch * p.o_sb + head * p.o_sh;
+  float* dvp = p.dv + batch * p.o_sb + head * p.o_sh;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int key = h ? key1 : key0;
     if (key >= p.S) continue;
 #pragma unroll
     for (int d = 0; d < 8; ++d) {
-      const int64_t at = static_cast<int64_t>(key) * kD + 8 * d + 2 * t;
+      const int64_t at = key * p.o_sr + 8 * d + 2 * t;
       *reinterpret_cast<float2*>(dkp + at) = make_float2(dk[d][2 * h], dk[d][2 * h + 1]);
       *reinterpret_cast<float2*>(dvp + at) = make_float2(dv[d][2 * h], dv[d][2 * h + 1]);
     }

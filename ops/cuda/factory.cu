@@ -1,7 +1,9 @@
-// Factories: empty (nothing to do), full (scalars[0], converted to out's dtype; zero is a
+// Factories: empty (nothing to do; NaN under fill_uninitialized()), full (scalars[0], converted
 // memset when out is dense) and arange (scalars start, end, step: out[i] = start + i*step,
 // in int64 when out is integral and start and step are integers, else in double, then
 // converted to out's dtype).
+#include <cmath>
+
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/generate.cuh"
 
@@ -62,7 +64,12 @@ namespace kiln::cuda {
 
 void factory(const OpCall& call, const Tensor& out) {
   using namespace cuda_impl;
-  if (call.op == OpId::Empty) return;
+  if (call.op == OpId::Empty) {
+    if (!fill_uninitialized() || !is_floating(out.dtype())) return;
+    OpCall nan_fill{OpId::Full, {}, {Scalar(std::nan(""))}, call.attrs};
+    visit_dtype(out.dtype(), [&](auto tag) { run<decltype(tag)>(nan_fill, out); });
+    return;
+  }
   visit_dtype(out.dtype(), [&](auto tag) { run<decltype(tag)>(call, out); });
 }
 
