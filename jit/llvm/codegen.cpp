@@ -284,12 +284,19 @@ class Emitter {
     return b_.CreateAdd(row_off_[operand], idx);
   }
 
-  // rand / randn of a Random node: the eager kernels' draw, linked from the bitcode.
+  // rand / randn of a Random node: the eager kernels' draw, linked from the bitcode; a
+  // buffered rand (see fill_random) loads its value from the chunk's buffer.
   Value* random(const KNode& n) {
     Type* i64 = b_.getInt64Ty();
+    Value* index = element_index(n.operand);
+    const int node = static_cast<int>(&n - k_.nodes.data());
+    if (auto it = rand_bufs_.find(node); it != rand_bufs_.end() && it->second.base) {
+      const RandBuffer& rb = it->second;
+      return b_.CreateLoad(b_.getDoubleTy(),
+                           b_.CreateGEP(b_.getDoubleTy(), rb.buffer, b_.CreateSub(index, rb.base)));
+    }
     Value* seed = value(n.in[0]);
     Value* offset = value(n.in[1]);
-    Value* index = element_index(n.operand);
     if (n.fn == OpId::Randn) {
       llvm::FunctionCallee f =
           m_.getOrInsertFunction("kiln_fn_philox_randn",
@@ -300,6 +307,154 @@ class Emitter {
         "kiln_fn_philox_rand",
         llvm::FunctionType::get(b_.getDoubleTy(), {i64, i64, i64, b_.getInt32Ty()}, false));
     return b_.CreateCall(f, {seed, offset, index, b_.getInt32(static_cast<uint32_t>(n.value))});
+  }
+
+  // ---- rand buffers. Elements 4c..4c+3 of a rand of at most 31 bits share Philox draw c
+  // (ops/philox.h), but a loop computing each element's value on its own (random())
+  // makes the draw four times, vectorized or not. So an inner loop that reads such a
+  // rand at contiguous element indices runs in chunks of kRandChunk elements: per chunk,
+  // a function of the kernel (one per rand, not inlined: the passes of a row kernel share
+  // its code) makes the chunk's draws, each once, into a buffer on the stack, and the
+  // element loop loads the values from there. A row kernel's later passes over a chunk
+  // already in the buffer (a row of at most kRandChunk elements) do not draw again.
+  // (Initially the buffer holds the draws [0, 0): none.)
+  static constexpr int64_t kRandChunk = 256;
+  static constexpr int kRandDrawWidth = 8;  // draws per vector (the cost model says 1)
+  struct RandBuffer {
+    Value* buffer = nullptr;  // kRandChunk + 8 doubles, in the entry block
+    Value* drawn = nullptr;   // 2 x i64 in the entry block: the draws [c0, c1) in the buffer
+    Function* fill = nullptr;
+    Value* base = nullptr;  // element index of buffer[0] in the current chunk (null: none)
+  };
+
+  bool bufferable(const KNode& n) const {
+    if (n.op != KOp::Random || n.fn != OpId::Rand || n.value > 31 || n.level != Level::Full)
+      return false;
+    const KOperand& o = k_.operands[n.operand];
+    return o.inner == InnerStride::Contiguous && !o.row_level;
+  }
+
+  // The bufferable rands a loop computing `roots` evaluates per element: the Full-level
+  // nodes below them, not through reductions (their values are the row's).
+  std::vector<int> buffered_randoms(const std::vector<int>& roots) const {
+    std::vector<uint8_t> seen(k_.nodes.size(), 0);
+    std::vector<int> stack(roots), out;
+    while (!stack.empty()) {
+      const int i = stack.back();
+      stack.pop_back();
+      if (i < 0 || seen[i]) continue;
+      seen[i] = 1;
+      const KNode& n = k_.nodes[i];
+      if (n.level != Level::Full || is_reduction(n.op)) continue;
+      if (bufferable(n)) out.push_back(i);
+      for (int32_t a : n.in) stack.push_back(a);
+    }
+    return out;
+  }
+
+  // fill(seed, offset, c0, c1, buffer): buffer[4 (c - c0) + w] = the value of element
+  // 4c + w, for the draws c in [c0, c1).
+  Function* make_fill(const KNode& n, const std::string& name) {
+    Type* i64 = b_.getInt64Ty();
+    Type* f64 = b_.getDoubleTy();
+    Type* ptr = llvm::PointerType::getUnqual(ctx_);
+    Function* f =
+        Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, i64, i64, ptr}, false),
+                         Function::InternalLinkage, name, m_);
+    f->addFnAttr(llvm::Attribute::NoInline);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    f->addParamAttr(4, llvm::Attribute::NoAlias);
+    const IRBuilder<>::InsertPoint saved = b_.saveIP();
+    Function* const outer = fn_;
+    fn_ = f;
+    b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", f));
+    Value *seed = f->getArg(0), *offset = f->getArg(1), *c0 = f->getArg(2);
+    llvm::FunctionCallee rand = m_.getOrInsertFunction(
+        "kiln_fn_philox_rand",
+        llvm::FunctionType::get(f64, {i64, i64, i64, b_.getInt32Ty()}, false));
+    Value* bits = b_.getInt32(static_cast<uint32_t>(n.value));
+    Value* c;
+    loop(
+        c0, f->getArg(3), {},
+        [&](const std::vector<Value*>&) {
+          // Four calls whose inlined draws are one expression, which the passes merge
+          // into one draw (one call returning the four values would come packed into
+          // vector code from the bitcode's own compile, which the loop vectorizer cannot
+          // widen).
+          Value* first = b_.CreateShl(c, 2);
+          Value* slot = b_.CreateShl(b_.CreateSub(c, c0), 2);
+          for (int w = 0; w < 4; ++w)
+            b_.CreateStore(
+                b_.CreateCall(rand, {seed, offset, b_.CreateOr(first, b_.getInt64(w)), bits}),
+                b_.CreateGEP(f64, f->getArg(4), b_.CreateAdd(slot, b_.getInt64(w))));
+          return std::vector<Value*>{};
+        },
+        &c, kRandDrawWidth);
+    b_.CreateRetVoid();
+    fn_ = outer;
+    b_.restoreIP(saved);
+    return f;
+  }
+
+  // Rand `node`'s buffer for the elements at loop indices [jb, je) of the current row:
+  // whole draws, from the draw of the first to that of the last, unless already there.
+  void fill_random(int node, Value* jb, Value* je) {
+    const KNode& n = k_.nodes[node];
+    Type* i64 = b_.getInt64Ty();
+    RandBuffer& rb = rand_bufs_[node];
+    if (!rb.buffer) {
+      IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      llvm::AllocaInst* a = entry.CreateAlloca(b_.getDoubleTy(), b_.getInt64(kRandChunk + 8));
+      a->setAlignment(llvm::Align(32));
+      rb.buffer = a;
+      rb.drawn = entry.CreateAlloca(i64, b_.getInt64(2));
+      entry.CreateStore(b_.getInt64(0), rb.drawn);
+      entry.CreateStore(b_.getInt64(0), entry.CreateConstGEP1_64(i64, rb.drawn, 1));
+      rb.fill = make_fill(n, fn_->getName().str() + "_rand" + std::to_string(node));
+    }
+    Value* first = b_.CreateAdd(row_off_[n.operand], jb);
+    Value* last = b_.CreateAdd(row_off_[n.operand], b_.CreateSub(je, b_.getInt64(1)));
+    Value* c0 = b_.CreateLShr(first, 2);
+    Value* c1 = b_.CreateAdd(b_.CreateLShr(last, 2), b_.getInt64(1));
+    // Already there: the buffer starts at c0 and reaches c1 (a row kernel's later pass).
+    Value* drawn_end = b_.CreateConstGEP1_64(i64, rb.drawn, 1);
+    Value* there = b_.CreateAnd(b_.CreateICmpEQ(b_.CreateLoad(i64, rb.drawn), c0),
+                                b_.CreateICmpSGE(b_.CreateLoad(i64, drawn_end), c1));
+    BasicBlock* draw = BasicBlock::Create(ctx_, "rand.draw", fn_);
+    BasicBlock* done = BasicBlock::Create(ctx_, "rand.done", fn_);
+    b_.CreateCondBr(there, done, draw);
+    b_.SetInsertPoint(draw);
+    b_.CreateCall(rb.fill, {value(n.in[0]), value(n.in[1]), c0, c1, rb.buffer});
+    b_.CreateStore(c0, rb.drawn);
+    b_.CreateStore(c1, drawn_end);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+    rb.base = b_.CreateShl(c0, 2);
+  }
+
+  // loop() over the elements [lo, hi) of a row, whose body evaluates `roots`: in chunks
+  // with the rand buffers filled where it reads bufferable rands. `body` sets j_ itself
+  // from the index it is given.
+  std::vector<Value*> element_loop(
+      Value* lo, Value* hi, const std::vector<Value*>& init, const std::vector<int>& roots,
+      const std::function<std::vector<Value*>(Value*, const std::vector<Value*>&)>& body) {
+    const std::vector<int> rands = buffered_randoms(roots);
+    Value* j;
+    auto inner = [&](const std::vector<Value*>& acc) { return body(j, acc); };
+    if (rands.empty()) return loop(lo, hi, init, inner, &j);
+    Value* jb;
+    Value* je = nullptr;
+    std::vector<Value*> out = loop(
+        lo, hi, init,
+        [&](const std::vector<Value*>& acc) {
+          Value* want = b_.CreateAdd(jb, b_.getInt64(kRandChunk));
+          je = b_.CreateSelect(b_.CreateICmpSLT(want, hi), want, hi);
+          for (int r : rands) fill_random(r, jb, je);
+          return loop(jb, je, acc, inner, &j);
+        },
+        &jb, 1, &je);
+    for (int r : rands) rand_bufs_[r].base = nullptr;
+    return out;
   }
 
   // Row bases: each operand's pointer at (row, 0), from the row index over the outer dims.
@@ -320,11 +475,13 @@ class Emitter {
   }
 
   // A counted loop [lo, hi) with loop-carried values; body gets j and the carried values
-  // and returns their updates. Returns the carried values after the loop.
+  // and returns their updates. Returns the carried values after the loop. width: the
+  // vector width asked of the loop vectorizer (0: its choice; 1: scalar). With next_j, the
+  // body sets *next_j to the next index (> j) instead of j + 1.
   std::vector<Value*> loop(
       Value* lo, Value* hi, const std::vector<Value*>& init,
       const std::function<std::vector<Value*>(const std::vector<Value*>&)>& body, Value** j_out,
-      bool inner = true) {
+      int width = 0, Value** next_j = nullptr) {
     BasicBlock* pre = b_.GetInsertBlock();
     BasicBlock* head = BasicBlock::Create(ctx_, "loop", fn_);
     BasicBlock* exit = BasicBlock::Create(ctx_, "loop.exit", fn_);
@@ -342,14 +499,20 @@ class Emitter {
     }
     *j_out = j;
     std::vector<Value*> next = body(carried);
-    Value* jn = b_.CreateAdd(j, b_.getInt64(1), "", true, true);
+    // The next index: j + 1, or what the body left in *next_j (a chunk's end).
+    Value* jn = next_j ? *next_j : b_.CreateAdd(j, b_.getInt64(1), "", true, true);
     BasicBlock* latch = b_.GetInsertBlock();
     llvm::BranchInst* br = b_.CreateCondBr(b_.CreateICmpSLT(jn, hi), head, exit);
-    if (!inner) {  // the row loop: leave it scalar (its body holds the vector loops)
-      llvm::MDNode* off =
+    if (width > 0) {  // 1: scalar (an outer loop whose body holds the vector loops)
+      std::vector<llvm::Metadata*> md_ops{nullptr};
+      md_ops.push_back(
           llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.width"),
-                                   llvm::ConstantAsMetadata::get(b_.getInt32(1))});
-      llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, {nullptr, off});
+                                   llvm::ConstantAsMetadata::get(b_.getInt32(width))}));
+      if (width > 1)
+        md_ops.push_back(
+            llvm::MDNode::get(ctx_, {llvm::MDString::get(ctx_, "llvm.loop.vectorize.enable"),
+                                     llvm::ConstantAsMetadata::get(b_.getTrue())}));
+      llvm::MDNode* md = llvm::MDNode::getDistinct(ctx_, md_ops);
       md->replaceOperandWith(0, md);
       br->setMetadata(llvm::LLVMContext::MD_loop, md);
     }
@@ -373,7 +536,6 @@ class Emitter {
 
   // ---- pointwise: [begin, end) elements, row segment by row segment.
   void emit_pointwise(Value* begin, Value* end) {
-    Value* jdummy;
     // The outer loop over row segments is a while loop: carry pos.
     BasicBlock* pre = b_.GetInsertBlock();
     BasicBlock* head = BasicBlock::Create(ctx_, "seg", fn_);
@@ -389,15 +551,14 @@ class Emitter {
     Value* seg = b_.CreateSelect(b_.CreateICmpSLT(left, room), left, room);
     Value* j1 = b_.CreateAdd(j0, seg);
     compute_row_bases(row);
-    loop(
-        j0, j1, {},
-        [&](const std::vector<Value*>&) {
-          j_ = jdummy;
-          memo_.clear();
-          for (const KStore& s : k_.stores) store(s);
-          return std::vector<Value*>{};
-        },
-        &jdummy);
+    std::vector<int> roots;
+    for (const KStore& s : k_.stores) roots.push_back(s.node);
+    element_loop(j0, j1, {}, roots, [&](Value* j, const std::vector<Value*>&) {
+      j_ = j;
+      memo_.clear();
+      for (const KStore& s : k_.stores) store(s);
+      return std::vector<Value*>{};
+    });
     Value* next = b_.CreateAdd(pos, seg);
     BasicBlock* latch = b_.GetInsertBlock();
     b_.CreateCondBr(b_.CreateICmpSLT(next, end), head, exit);
@@ -465,10 +626,10 @@ class Emitter {
             for (int i : reds) prepare_rows(k_.nodes[i].in[0], seen);
             std::vector<Value*> init;
             for (int i : reds) init.push_back(reduce_init(k_.nodes[i]));
-            Value* j;
-            std::vector<Value*> done = loop(
-                b_.getInt64(0), cols_, init,
-                [&](const std::vector<Value*>& acc) {
+            std::vector<int> roots;
+            for (int i : reds) roots.push_back(k_.nodes[i].in[0]);
+            std::vector<Value*> done = element_loop(
+                b_.getInt64(0), cols_, init, roots, [&](Value* j, const std::vector<Value*>& acc) {
                   j_ = j;
                   memo_.clear();
                   std::vector<Value*> next;
@@ -476,8 +637,7 @@ class Emitter {
                     next.push_back(
                         reduce_step(k_.nodes[reds[q]], acc[q], value(k_.nodes[reds[q]].in[0])));
                   return next;
-                },
-                &j);
+                });
             for (size_t q = 0; q < reds.size(); ++q) row_[reds[q]] = done[q];
           }
           // Per-row outputs, then the per-element pass.
@@ -493,21 +653,22 @@ class Emitter {
           }
           if (!full.empty()) {
             std::vector<uint8_t> seen(k_.nodes.size(), 0);
-            for (const KStore& st : full) prepare_rows(st.node, seen);
-            Value* j;
-            loop(
-                b_.getInt64(0), cols_, {},
-                [&](const std::vector<Value*>&) {
-                  j_ = j;
-                  memo_.clear();
-                  for (const KStore& st : full) store(st);
-                  return std::vector<Value*>{};
-                },
-                &j);
+            std::vector<int> roots;
+            for (const KStore& st : full) {
+              prepare_rows(st.node, seen);
+              roots.push_back(st.node);
+            }
+            element_loop(b_.getInt64(0), cols_, {}, roots,
+                         [&](Value* j, const std::vector<Value*>&) {
+                           j_ = j;
+                           memo_.clear();
+                           for (const KStore& st : full) store(st);
+                           return std::vector<Value*>{};
+                         });
           }
           return std::vector<Value*>{};
         },
-        &r, false);
+        &r, 1);
   }
 
   const Kernel& k_;
@@ -522,6 +683,7 @@ class Emitter {
   Value* cols_ = nullptr;
   Value* j_ = nullptr;
   std::map<int, Value*> invariant_, row_, memo_;
+  std::map<int, RandBuffer> rand_bufs_;  // per bufferable Random node
 };
 
 }  // namespace

@@ -10,7 +10,9 @@
 // vectorizer. A pointwise op is a call of its scalar function (jit/llvm/scalar_functions.h:
 // the op's functor from ops/pointwise_math.h), defined once the module is linked with
 // link_scalar_functions; inlined, its exp/log/sin/cos/pow map to glibc's vector math
-// (libmvec) when it is loaded.
+// (libmvec) when it is loaded. A rand of at most 31 bits (float32, float16, bfloat16) read
+// at contiguous indices is drawn four elements per Philox draw into a stack buffer, chunk
+// by chunk, by a fill function of the kernel (codegen.cpp, "rand buffers").
 #pragma once
 
 #include <memory>
@@ -24,6 +26,11 @@ class Module;
 }  // namespace llvm
 
 namespace kiln::jit::llvm_backend {
+
+// Part of the kernel caches' key (llvm_jit.cpp): bumped when the code emitted for a
+// KernelIR changes, so that no cache hands out objects of an older code generator.
+// 2: rand buffers (one Philox draw per four elements).
+constexpr int kCodegenVersion = 2;
 
 std::unique_ptr<llvm::Module> emit_kernel(const Kernel& kernel, const std::string& name,
                                           llvm::LLVMContext& context);

@@ -93,7 +93,8 @@ struct LlvmJit::Impl {
                   jit->getDataLayout().getGlobalPrefix()),
               "opening the process's symbols"));
     host = cpu + " " + features + " llvm-" LLVM_VERSION_STRING + (libmvec ? " libmvec" : "") +
-           " fns-" + hex64(scalar_functions_digest());
+           " fns-" + hex64(scalar_functions_digest()) + " codegen-" +
+           std::to_string(kCodegenVersion);
   }
 
   void insert(const std::string& key, std::shared_ptr<Linked> linked) {

@@ -59,6 +59,13 @@ void link_scalar_functions(llvm::Module& module) {
   if (llvm::Linker::linkModules(module, std::move(*lib), llvm::Linker::Flags::LinkOnlyNeeded))
     throw std::runtime_error("[jit] linking the scalar functions failed");
   for (llvm::Function& f : module) {
+    // Philox's rounds (ops/philox.h; __forceinline__ under NVRTC) go inline wherever a
+    // kernel draws, so that the loop vectorizer sees them (codegen.cpp's rand fill
+    // functions make four calls of one draw, above the inliner's threshold).
+    if (f.getName().starts_with("_ZN4kiln6philox") && !f.isDeclaration()) {
+      f.removeFnAttr(llvm::Attribute::NoInline);
+      f.addFnAttr(llvm::Attribute::AlwaysInline);
+    }
     if (!f.getName().starts_with(kPrefix)) continue;
     if (f.isDeclaration())
       throw std::runtime_error("[jit] no scalar function " + f.getName().str() +

@@ -2,7 +2,9 @@
 // every replay draws exactly what eager draws from the same generator state (the fused
 // code calls ops/philox.h as the eager kernels do). Covered: the dropout chain with its
 // scalar 0 (one kernel), randn beside it, every floating dtype, a smaller rand broadcast
-// into the group, dropout after a row op (softmax) in the same kernel, strided inputs.
+// into the group, dropout after a row op (softmax) in the same kernel, strided inputs,
+// rand buffers (jit/llvm/codegen.cpp: four elements per draw, chunk by chunk) over long
+// rows split between threads mid-row and read by several passes of a row kernel.
 #include <gtest/gtest.h>
 
 #include "ops/api.h"
@@ -98,4 +100,32 @@ TEST_F(JitRandom, DropoutAfterSoftmaxAndOnAStridedInput) {
   auto g = [&] { return dropout(xt, 0.4) * 3.0; };
   EXPECT_EQ(expect_replays_draw_as_eager(g, tol_pointwise(DType::Float32)), 1)
       << tr::explain().table();
+}
+
+// Rows longer than a rand buffer's chunk (256), of a length that is no multiple of 4 (a
+// row's first element mid-draw), in work split between threads mid-row, and float16.
+TEST_F(JitRandom, LongRowsDrawAsEager) {
+  const Tensor x = random_tensor({3, 70001});
+  auto f = [&] { return dropout(x, 0.25) - 0.5; };
+  EXPECT_EQ(expect_replays_draw_as_eager(f, tol_pointwise(DType::Float32)), 1)
+      << tr::explain().table();
+  tr::reset();
+  const Tensor h = random_tensor({7, 1031}, DType::Float16);
+  auto g = [&] { return kiln::rand({7, 1031}, kiln::TensorOptions(DType::Float16)) * h; };
+  EXPECT_EQ(expect_replays_draw_as_eager(g, tol_exact(), 5), 1) << tr::explain().table();
+}
+
+// A rand read by every pass of a row kernel (layer_norm's mean and variance, then the
+// stores): rows shorter than a chunk draw once for all passes, longer ones per chunk.
+TEST_F(JitRandom, RowKernelPassesReadOneDraw) {
+  for (int64_t cols : {int64_t{130}, int64_t{1001}}) {
+    SCOPED_TRACE("cols " + std::to_string(cols));
+    tr::reset();
+    const Tensor x = random_tensor({37, cols});
+    auto f = [&] {
+      const Tensor y = dropout(x, 0.1) + x;
+      return kiln::layer_norm(y, {cols}) + y;
+    };
+    EXPECT_EQ(expect_replays_draw_as_eager(f, Tol{2e-5, 2e-5}), 1) << tr::explain().table();
+  }
 }
