@@ -19,7 +19,8 @@
 //
 // packed: rows [0, L) hold the output, the R rows after them hold the logsumexp of each
 // query's scaled scores (FlashAttention-2's saved statistic) as L values of LseT<T>
-// (float, double for float64 inputs) written over the rows' bytes. grads: rows [0, L)
+// (float, double for float64 inputs) written over the rows' bytes, then the dropout
+// mask's M rows (attention_stores_mask, below). grads: rows [0, L)
 // dq (first E columns), [L, L + S) dk (first E columns), [L + S, L + 2S) dv (first Ev).
 // Interleaved (attention_grads_interleaved: the CUDA kernels, q [B, H, L, E] with S == L
 // and Ev == E): grads[b, l, 0, h] is dq's row l of (b, h), [b, l, 1, h] dk's, [b, l, 2, h]
@@ -53,6 +54,25 @@ inline int64_t attention_lse_bytes(DType d) { return d == DType::Float64 ? 8 : 4
 inline int64_t attention_lse_rows(int64_t L, int64_t Ev, DType d) {
   const int64_t row_bytes = Ev * itemsize(d);
   return (L * attention_lse_bytes(d) + row_bytes - 1) / row_bytes;
+}
+
+// With dropout on CUDA (scalars[1..3] and a CUDA device), M more rows of packed after the
+// logsumexp hold the forward's dropout mask as bits: query i's ceil(S / 32) uint32 words
+// at word i * ceil(S / 32), bit j % 32 of word j / 32 set when key j is kept (words of
+// key tiles the causal forward skips are left unwritten). The backward kernel reads them
+// instead of drawing the mask again. M = 0 elsewhere.
+inline bool attention_stores_mask(const OpCall& call) {
+  return call.scalars.size() == 4 && call.inputs[attention_q_index(call.op)].device().is_cuda();
+}
+inline int64_t attention_mask_rows(int64_t L, int64_t S, int64_t Ev, DType d) {
+  const int64_t row_bytes = Ev * itemsize(d);
+  return (L * ((S + 31) / 32) * 4 + row_bytes - 1) / row_bytes;
+}
+// The rows of one batch entry of packed: L + R (+ M).
+inline int64_t attention_packed_rows(const OpCall& call, int64_t L, int64_t S, int64_t Ev,
+                                     DType d) {
+  return L + attention_lse_rows(L, Ev, d) +
+         (attention_stores_mask(call) ? attention_mask_rows(L, S, Ev, d) : 0);
 }
 
 // Whether attention_backward of these inputs writes the interleaved grads layout.

@@ -84,15 +84,15 @@ OutputMeta infer_attention(const OpCall& c) {
     check_tensor(c, mask, "attn_mask", with_rows(batch, L, S),
                  mask.dtype() == DType::Bool ? DType::Bool : dtype);
   }
-  const int64_t lse_rows = attention_lse_rows(L, Ev, dtype);
+  const int64_t packed_rows = attention_packed_rows(c, L, S, Ev, dtype);
   if (c.op != OpId::Attention) {
     check_tensor(c, c.inputs[qi - 1], "packed (the attention op's result)",
-                 with_rows(batch, L + lse_rows, Ev), dtype);
+                 with_rows(batch, packed_rows, Ev), dtype);
   }
   if (c.op == OpId::AttentionBackward)
     check_tensor(c, c.inputs[0], "grad", with_rows(batch, L, Ev), dtype);
   OutputMeta m;
-  m.sizes = c.op == OpId::Attention                ? with_rows(batch, L + lse_rows, Ev)
+  m.sizes = c.op == OpId::Attention                ? with_rows(batch, packed_rows, Ev)
             : c.op == OpId::AttentionOutput        ? with_rows(batch, L, Ev)
             : attention_grads_interleaved(q, k, v) ? Dims{q.size(0), L, 3, q.size(1), E}
                                                    : with_rows(batch, L + 2 * S, std::max(E, Ev));

@@ -158,7 +158,9 @@ void run_backward_case(int B, int H, int L, bool causal, float drop_p) {
     hg[i] = normal(gen);
   }
   const int R = (L * 4 + D * 4 - 1) / (D * 4);
-  const size_t out_n = static_cast<size_t>(B) * H * (L + R) * D;
+  const int words = (S + 31) / 32;  // the dropout mask's rows (read by the backward)
+  const int M = drop_p > 0.f ? (L * words * 4 + D * 4 - 1) / (D * 4) : 0;
+  const size_t out_n = static_cast<size_t>(B) * H * (L + R + M) * D;
   const size_t grads_n = static_cast<size_t>(B) * H * (L + 2 * S) * D;
   float *dq, *dk, *dv, *dg, *dout, *dgrads;
   CHECK(cudaMalloc(&dq, n * 4));
@@ -186,7 +188,9 @@ void run_backward_case(int B, int H, int L, bool causal, float drop_p) {
   f.q_sb = f.k_sb = f.v_sb = sb;
   f.q_sh = f.k_sh = f.v_sh = sh;
   f.q_sr = f.k_sr = f.v_sr = D;
-  f.out_batch = static_cast<int64_t>(L + R) * D;
+  f.out_batch = static_cast<int64_t>(L + R + M) * D;
+  f.mask_offset = static_cast<int64_t>(L + R) * D;
+  f.mask_words = M > 0 ? words : 0;
   f.heads = H;
   f.L = L;
   f.S = S;
@@ -204,6 +208,8 @@ void run_backward_case(int B, int H, int L, bool causal, float drop_p) {
   p.grad_vec = true;
   p.packed = dout;
   p.packed_batch = f.out_batch;
+  p.mask_offset = f.mask_offset;
+  p.mask_words = f.mask_words;
   p.dq = dgrads;  // rows [0, L) dq, then dk, then dv, per (batch, head)
   p.dk = dgrads + static_cast<int64_t>(L) * D;
   p.dv = p.dk + static_cast<int64_t>(S) * D;

@@ -120,7 +120,11 @@ void forward(const OpCall& call, const Tensor& out) {
   p.q_sr = q.stride(-2);
   p.k_sr = k.stride(-2);
   p.v_sr = v.stride(-2);
-  p.out_batch = (s.L + attention_lse_rows(s.L, s.Ev, out.dtype())) * s.Ev;
+  p.out_batch = attention_packed_rows(call, s.L, s.S, s.Ev, out.dtype()) * s.Ev;
+  if (attention_stores_mask(call)) {
+    p.mask_offset = (s.L + attention_lse_rows(s.L, s.Ev, out.dtype())) * s.Ev;
+    p.mask_words = static_cast<int>((s.S + 31) / 32);
+  }
   p.heads = q.dim() >= 3 ? static_cast<int>(q.size(q.dim() - 3)) : 1;
   const int batch = q.dim() == 4 ? static_cast<int>(q.size(0)) : 1;
   p.L = static_cast<int>(s.L);
@@ -162,7 +166,11 @@ void backward(const OpCall& call, const Tensor& out) {
   p.grad_vec = reinterpret_cast<uintptr_t>(p.grad) % 16 == 0 && p.g_sr % 4 == 0 &&
                p.g_sb % 4 == 0 && p.g_sh % 4 == 0;
   p.packed = packed.data<float>();
-  p.packed_batch = (s.L + attention_lse_rows(s.L, s.Ev, DType::Float32)) * s.Ev;
+  p.packed_batch = attention_packed_rows(call, s.L, s.S, s.Ev, DType::Float32) * s.Ev;
+  if (attention_stores_mask(call)) {
+    p.mask_offset = (s.L + attention_lse_rows(s.L, s.Ev, DType::Float32)) * s.Ev;
+    p.mask_words = static_cast<int>((s.S + 31) / 32);
+  }
   p.heads = q.dim() >= 3 ? static_cast<int>(q.size(q.dim() - 3)) : 1;
   p.dq = out.data<float>();
   if (out.dim() == 5) {  // interleaved [B, L, 3, H, E]
@@ -194,7 +202,7 @@ template <class T>
 void output(const OpCall& call, const Tensor& out) {
   const AttentionShape s = attention_shape(call);
   const int64_t block = s.L * s.Ev, n = s.batch_count * block;
-  const int64_t stride = (s.L + attention_lse_rows(s.L, s.Ev, out.dtype())) * s.Ev;
+  const int64_t stride = attention_packed_rows(call, s.L, s.S, s.Ev, out.dtype()) * s.Ev;
   const int device = out.device().index;
   DeviceScope scope(device);
   copy_rows_kernel<T><<<grid_for(n, 256, 4, device), 256, 0, stream_of(device)>>>(

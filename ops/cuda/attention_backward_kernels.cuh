@@ -36,6 +36,10 @@ struct BwdParams {
   int heads, L, S;
   float scale;
   Dropout dropout;
+  // With mask_words > 0 the forward's dropout bits are at elements [mask_offset, ...) of
+  // each packed entry (ops/attention_layout.h), mask_words a query: read, not drawn.
+  int64_t mask_offset;
+  int mask_words;
 };
 
 // Rows [r0, r0 + 64) of a [rows, D] float matrix (row stride sr) into smem rows of pitch

@@ -172,9 +172,23 @@ __global__ void __launch_bounds__(kThreads, 2) backward_tf32_kernel(BwdParams p)
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       bool keep[4] = {true, true, true, true};  // query 2t: key0, key1; 2t + 1: key0, key1
-      if constexpr (Drop) {                     // lanes g, g ^ 1 (lane ^ 4) hold keys 4m .. 4m + 3
-        const uint64_t ia = (static_cast<uint64_t>(bh) * p.L + i0 + 8 * n + 2 * t) * p.S + key0;
-        kept_quad(seed, offset, ia, ia + p.S, p.dropout.p, (p.S & 3) == 0, 4, keep);
+      if constexpr (Drop) {
+        const int qa = i0 + 8 * n + 2 * t;
+        if (p.mask_words > 0) {  // the forward's bits: keys key0, key1 share a word
+          const uint32_t* words = reinterpret_cast<const uint32_t*>(o + p.mask_offset);
+          const int word = key0 / 32, bit = key0 % 32;
+          const int64_t at = static_cast<int64_t>(qa) * p.mask_words + word;
+          const bool key_in = key0 < p.S;  // else both keys are past S: never live
+          const uint32_t w0 = key_in && qa < p.L ? words[at] : 0u;
+          const uint32_t w1 = key_in && qa + 1 < p.L ? words[at + p.mask_words] : 0u;
+          keep[0] = (w0 >> bit) & 1u;
+          keep[1] = (w0 >> (bit + 1)) & 1u;
+          keep[2] = (w1 >> bit) & 1u;
+          keep[3] = (w1 >> (bit + 1)) & 1u;
+        } else {  // drawn again: lanes g, g ^ 1 (lane ^ 4) hold keys 4m .. 4m + 3
+          const uint64_t ia = (static_cast<uint64_t>(bh) * p.L + qa) * p.S + key0;
+          kept_quad(seed, offset, ia, ia + p.S, p.dropout.p, (p.S & 3) == 0, 4, keep);
+        }
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {

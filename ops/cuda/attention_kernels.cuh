@@ -106,6 +106,10 @@ struct FwdParams {
   int heads, L, S;
   float scale_log2;  // scale * log2(e)
   Dropout dropout;   // used by the Dropout instantiations only
+  // Dropout instantiations with mask_words > 0: the mask's bits go to elements
+  // [mask_offset, ...) of each out entry (ops/attention_layout.h), mask_words a query.
+  int64_t mask_offset;
+  int mask_words;
 };
 
 __device__ __forceinline__ uint32_t pack2(float a, float b, __nv_bfloat16*) {
@@ -318,7 +322,8 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
         l[i >> 1] += s[n][i];
       }
     }
-    if constexpr (Drop) {  // after the sums: l normalizes every weight
+    if constexpr (Drop) {                          // after the sums: l normalizes every weight
+      uint32_t bits[2][2] = {{0u, 0u}, {0u, 0u}};  // [row0, row0 + 8][keys j0.., j0 + 32..]
 #pragma unroll
       for (int n = 0; n < kNT; ++n) {
         // rows row0 (s[n][0..1]) and row0 + 8 (s[n][2..3]); lanes t, t ^ 1 hold 4 keys
@@ -327,6 +332,22 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(FwdParams p) {
         kept_quad(seed, offset, index, index + 8ull * p.S, p.dropout.p, (p.S & 3) == 0, 1, keep);
 #pragma unroll
         for (int i = 0; i < 4; ++i) s[n][i] = keep[i] ? s[n][i] * p.dropout.keep_scale : 0.f;
+        const int bit = 8 * (n % 4) + 2 * t;
+        bits[0][n / 4] |= (uint32_t{keep[0]} << bit) | (uint32_t{keep[1]} << (bit + 1));
+        bits[1][n / 4] |= (uint32_t{keep[2]} << bit) | (uint32_t{keep[3]} << (bit + 1));
+      }
+      if (p.mask_words > 0) {  // the quad's bits of rows row0, row0 + 8 to the mask rows
+        uint32_t* words = reinterpret_cast<uint32_t*>(out + p.mask_offset);
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+#pragma unroll
+          for (int w = 0; w < 2; ++w) {
+            bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 1);
+            bits[r][w] |= __shfl_xor_sync(0xffffffffu, bits[r][w], 2);
+            const int row = row0 + 8 * r, word = j0 / 32 + w;
+            if (t == 0 && row < p.L && word < p.mask_words)
+              words[static_cast<int64_t>(row) * p.mask_words + word] = bits[r][w];
+          }
       }
     }
 #pragma unroll
