@@ -23,6 +23,23 @@ void batch_strides(const Tensor& t, int64_t* sb, int64_t* sh) {
   *sb = nb == 2 ? t.stride(0) : 0;
   *sh = nb >= 1 ? t.stride(nb - 1) : 0;
 }
+// The (batch, head, row) strides of t.
+void row_strides(const Tensor& t, int64_t* sb, int64_t* sh, int64_t* sr) {
+  batch_strides(t, sb, sh);
+  *sr = t.stride(-2);
+}
+int heads_of(const Tensor& q) { return q.dim() >= 3 ? static_cast<int>(q.size(q.dim() - 3)) : 1; }
+int batch_of(const Tensor& q) { return q.dim() == 4 ? static_cast<int>(q.size(0)) : 1; }
+// Elements of dtype d in one packed entry, and where its dropout bits start
+// (attention_stores_mask; words stays 0 without them).
+int64_t packed_entry(const OpCall& call, const AttentionShape& s, DType d, int64_t* mask_offset,
+                     int* mask_words) {
+  if (attention_stores_mask(call)) {
+    *mask_offset = (s.L + attention_lse_rows(s.L, s.Ev, d)) * s.Ev;
+    *mask_words = static_cast<int>((s.S + 31) / 32);
+  }
+  return attention_packed_rows(call, s.L, s.S, s.Ev, d) * s.Ev;
+}
 
 // From the metadata only (data_ptr() would make a pending traced value run now): storages
 // start 512-byte aligned (the caching allocator) and a trace's arena values at multiples
@@ -114,19 +131,12 @@ void forward(const OpCall& call, const Tensor& out) {
   p.k = k.data_ptr();
   p.v = v.data_ptr();
   p.out = out.data_ptr();
-  batch_strides(q, &p.q_sb, &p.q_sh);
-  batch_strides(k, &p.k_sb, &p.k_sh);
-  batch_strides(v, &p.v_sb, &p.v_sh);
-  p.q_sr = q.stride(-2);
-  p.k_sr = k.stride(-2);
-  p.v_sr = v.stride(-2);
-  p.out_batch = attention_packed_rows(call, s.L, s.S, s.Ev, out.dtype()) * s.Ev;
-  if (attention_stores_mask(call)) {
-    p.mask_offset = (s.L + attention_lse_rows(s.L, s.Ev, out.dtype())) * s.Ev;
-    p.mask_words = static_cast<int>((s.S + 31) / 32);
-  }
-  p.heads = q.dim() >= 3 ? static_cast<int>(q.size(q.dim() - 3)) : 1;
-  const int batch = q.dim() == 4 ? static_cast<int>(q.size(0)) : 1;
+  row_strides(q, &p.q_sb, &p.q_sh, &p.q_sr);
+  row_strides(k, &p.k_sb, &p.k_sh, &p.k_sr);
+  row_strides(v, &p.v_sb, &p.v_sh, &p.v_sr);
+  p.out_batch = packed_entry(call, s, out.dtype(), &p.mask_offset, &p.mask_words);
+  p.heads = heads_of(q);
+  const int batch = batch_of(q);
   p.L = static_cast<int>(s.L);
   p.S = static_cast<int>(s.S);
   p.scale_log2 = static_cast<float>(call.scalars[0].to_double() * 1.4426950408889634);
@@ -155,23 +165,15 @@ void backward(const OpCall& call, const Tensor& out) {
   p.k = k.data<float>();
   p.v = v.data<float>();
   p.grad = g.data<float>();
-  batch_strides(q, &p.q_sb, &p.q_sh);
-  batch_strides(k, &p.k_sb, &p.k_sh);
-  batch_strides(v, &p.v_sb, &p.v_sh);
-  batch_strides(g, &p.g_sb, &p.g_sh);
-  p.q_sr = q.stride(-2);
-  p.k_sr = k.stride(-2);
-  p.v_sr = v.stride(-2);
-  p.g_sr = g.stride(-2);
+  row_strides(q, &p.q_sb, &p.q_sh, &p.q_sr);
+  row_strides(k, &p.k_sb, &p.k_sh, &p.k_sr);
+  row_strides(v, &p.v_sb, &p.v_sh, &p.v_sr);
+  row_strides(g, &p.g_sb, &p.g_sh, &p.g_sr);
   p.grad_vec = reinterpret_cast<uintptr_t>(p.grad) % 16 == 0 && p.g_sr % 4 == 0 &&
                p.g_sb % 4 == 0 && p.g_sh % 4 == 0;
   p.packed = packed.data<float>();
-  p.packed_batch = attention_packed_rows(call, s.L, s.S, s.Ev, DType::Float32) * s.Ev;
-  if (attention_stores_mask(call)) {
-    p.mask_offset = (s.L + attention_lse_rows(s.L, s.Ev, DType::Float32)) * s.Ev;
-    p.mask_words = static_cast<int>((s.S + 31) / 32);
-  }
-  p.heads = q.dim() >= 3 ? static_cast<int>(q.size(q.dim() - 3)) : 1;
+  p.packed_batch = packed_entry(call, s, DType::Float32, &p.mask_offset, &p.mask_words);
+  p.heads = heads_of(q);
   p.dq = out.data<float>();
   if (out.dim() == 5) {  // interleaved [B, L, 3, H, E]
     p.o_sb = out.stride(0);
@@ -185,7 +187,7 @@ void backward(const OpCall& call, const Tensor& out) {
     p.dk = p.dq + s.L * s.E;
     p.dv = p.dk + s.S * s.E;
   }
-  const int batch = q.dim() == 4 ? static_cast<int>(q.size(0)) : 1;
+  const int batch = batch_of(q);
   p.L = static_cast<int>(s.L);
   p.S = static_cast<int>(s.S);
   p.scale = static_cast<float>(call.scalars[0].to_double());
