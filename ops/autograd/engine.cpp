@@ -102,13 +102,20 @@ void slice_into_buffer(const ValueInfo& info, const OpAttrs& a, const Tensor& g,
     owned = OwnedBuffer{};
   }
   Tensor part = dst.slice(a.dim, a.start, a.end, a.step);
-  const int64_t lo = a.start, hi = a.start + part.size(a.dim);
-  bool fresh = !owned.summed && a.step == 1 && (owned.dim < 0 || owned.dim == a.dim);
+  // The part's first index along its dim as slice() resolved it (a negative start counts
+  // from the end): the part starts at dst's offset plus lo strides.
+  const int64_t dim = a.dim < 0 ? a.dim + dst.dim() : a.dim;
+  const int64_t lo = dst.stride(dim) == 0 || part.numel() == 0
+                         ? 0
+                         : (part.storage_offset() - dst.storage_offset()) / dst.stride(dim);
+  const int64_t hi = lo + part.size(dim);
+  bool fresh =
+      !owned.summed && a.step == 1 && part.numel() > 0 && (owned.dim < 0 || owned.dim == dim);
   for (const auto& [wlo, whi] : owned.written)
     if (fresh && lo < whi && wlo < hi) fresh = false;
   if (fresh) {
     part.copy_(g);
-    owned.dim = a.dim;
+    owned.dim = dim;
     owned.written.emplace_back(lo, hi);
   } else {
     zero_unwritten(dst, owned);

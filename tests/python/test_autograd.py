@@ -1081,6 +1081,8 @@ SLICE_BUFFER_CASES = {
     "overlap": lambda x: [x[:, 1:8] * 3.0, x[:, 5:12].cos(), x[1:2] * 0.5],
     # a slice and a plain use of the same tensor
     "slice_and_whole": lambda x: [x[:, 2:5] * 2.0, x.tanh()],
+    # starts counted from the end, and an empty slice
+    "negative_starts": lambda x: [x[:, -5:] * 2.0, x[:, -12:-9].exp(), x[:, 4:4] + 1.0],
 }
 
 
