@@ -70,7 +70,8 @@ TensorList attention_backward(const OpNode& node, const Tensor& grad) {
   }
   const Tensor grads = dispatch(call);
   TensorList out(c.inputs.size());
-  if (grads.dim() == 5) {  // interleaved [B, L, 3, H, E]: views [B, H, L, E]
+  if (attention_grads_interleaved(call.inputs[2], call.inputs[3], call.inputs[4])) {
+    // [B, L, 3, H, E]: views [B, H, L, E]
     for (int64_t i = 0; i < 3; ++i) out[1 + i] = grads.select(2, i).transpose(1, 2);
     return out;
   }

@@ -89,6 +89,15 @@ def test_broadcast_batch_dims(rng):
 
 @requires_torch
 @pytest.mark.parametrize("causal", [False, True])
+def test_three_batch_dims_and_none(rng, causal):
+    # grads of rank 5 (three batch dims, L == S) are the stacked layout on the CPU, not
+    # the CUDA kernel's interleaved one; and inputs with no batch dim at all
+    check(rng, (2, 2, 3, 5, 8), (2, 2, 3, 5, 8), (2, 2, 3, 5, 8), causal=causal)
+    check(rng, (7, 8), (7, 8), (7, 6), causal=causal)
+
+
+@requires_torch
+@pytest.mark.parametrize("causal", [False, True])
 def test_non_contiguous_views_from_a_qkv_projection(rng, causal):
     """nanoGPT: q, k, v = (x @ W).split(C, -1), each .view(B, T, H, hd).transpose(1, 2)."""
     B, T, H, hd = 2, 37, 3, 8
