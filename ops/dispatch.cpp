@@ -76,6 +76,8 @@ void run_kernel(const OpCall& call, const Tensor& out) {
       KILN_RUN(layer_norm)
     case OpFamily::Attention:
       KILN_RUN(attention)
+    case OpFamily::Recurrent:
+      KILN_RUN(lstm)
     case OpFamily::Matmul:
       KILN_RUN(matmul)
     case OpFamily::Linear:

@@ -18,6 +18,7 @@ namespace kiln {
   void softmax(const OpCall& call, const Tensor& out);             \
   void layer_norm(const OpCall& call, const Tensor& out);          \
   void attention(const OpCall& call, const Tensor& out);           \
+  void lstm(const OpCall& call, const Tensor& out);                \
   void matmul(const OpCall& call, const Tensor& out);              \
   void linear(const OpCall& call, const Tensor& out);              \
   void conv2d(const OpCall& call, const Tensor& out);              \

@@ -268,8 +268,10 @@ struct BinaryFn<OpId::Pow> {
     if constexpr (IsInt<T>::value)
       return ipow(a, b);
     else {
+      // x ** 2 as x * x (PyTorch's special case too; the correctly rounded square either
+      // way): a loop-invariant test that the compilers unswitch, sparing pow on every element
       using pm::pow;
-      return pow(a, b);
+      return b == T(2) ? a * a : pow(a, b);
     }
   }
 };

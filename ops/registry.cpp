@@ -36,8 +36,8 @@ bool OpAttrs::operator==(const OpAttrs& o) const {
          correction == o.correction && keepdim == o.keepdim && scalar_first == o.scalar_first &&
          has_min == o.has_min && has_max == o.has_max && approximate_tanh == o.approximate_tanh &&
          descending == o.descending && stable == o.stable && count == o.count &&
-         replacement == o.replacement && causal == o.causal && dtype == o.dtype &&
-         device == o.device;
+         replacement == o.replacement && causal == o.causal && reverse == o.reverse &&
+         dtype == o.dtype && device == o.device;
 }
 
 size_t OpAttrs::hash() const {
@@ -50,7 +50,7 @@ size_t OpAttrs::hash() const {
   const size_t flags = (keepdim ? 1u : 0u) | (scalar_first ? 2u : 0u) | (has_min ? 4u : 0u) |
                        (has_max ? 8u : 0u) | (approximate_tanh ? 16u : 0u) |
                        (descending ? 32u : 0u) | (stable ? 64u : 0u) | (replacement ? 128u : 0u) |
-                       (causal ? 256u : 0u);
+                       (causal ? 256u : 0u) | (reverse ? 512u : 0u);
   hash_combine(h, flags);
   hash_combine(h, static_cast<size_t>(dtype));
   hash_combine(h, static_cast<size_t>(device.type) * 1024 + static_cast<size_t>(device.index));

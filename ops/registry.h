@@ -23,6 +23,7 @@ enum class OpFamily : uint8_t {
   Softmax,
   LayerNorm,
   Attention,
+  Recurrent,
   Matmul,
   Linear,
   Conv2d,
@@ -86,6 +87,7 @@ struct OpAttrs {
   int64_t count = 0;                        // topk's k, multinomial's samples, nonzero's count
   bool replacement = false;                 // multinomial
   bool causal = false;                      // attention: keys after the query masked
+  bool reverse = false;                     // lstm: time runs from the last position back
   DType dtype = DType::Float32;             // cast, factories
   Device device;                            // factories, to_device
 

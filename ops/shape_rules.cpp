@@ -6,6 +6,7 @@
 #include "ops/api.h"
 #include "ops/attention_layout.h"
 #include "ops/dispatch.h"
+#include "ops/lstm_layout.h"
 #include "ops/shape_rules_along_dim.h"
 #include "ops/shape_rules_sample.h"
 #include "ops/view_rules.h"
@@ -601,6 +602,8 @@ OutputMeta infer_output(const OpCall& c) {
       return infer_layer_norm(c);
     case OpFamily::Attention:
       return infer_attention(c);
+    case OpFamily::Recurrent:
+      return infer_lstm(c);
     case OpFamily::Matmul:
       return infer_matmul(c);
     case OpFamily::Linear:

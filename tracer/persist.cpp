@@ -102,7 +102,7 @@ void put_attrs(Writer& w, const OpAttrs& a) {
                     a.stride[1], a.padding[0], a.padding[1], a.correction, a.count})
     w.i64(v);
   for (bool b : {a.keepdim, a.scalar_first, a.has_min, a.has_max, a.approximate_tanh, a.descending,
-                 a.stable, a.replacement, a.causal})
+                 a.stable, a.replacement, a.causal, a.reverse})
     w.u8(b);
   w.u8(static_cast<uint8_t>(a.dtype));
   w.device(a.device);
@@ -115,7 +115,7 @@ OpAttrs get_attrs(Reader& r) {
                      &a.stride[1], &a.padding[0], &a.padding[1], &a.correction, &a.count})
     *v = r.i64();
   for (bool* b : {&a.keepdim, &a.scalar_first, &a.has_min, &a.has_max, &a.approximate_tanh,
-                  &a.descending, &a.stable, &a.replacement, &a.causal})
+                  &a.descending, &a.stable, &a.replacement, &a.causal, &a.reverse})
     *b = r.u8() != 0;
   a.dtype = r.dtype();
   a.device = r.device();

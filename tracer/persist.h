@@ -23,7 +23,7 @@
 
 namespace kiln::tracer {
 
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;  // 2: OpAttrs::reverse
 
 struct StoredTrace {
   std::string anchor_key;  // anchor_key() of the anchor's first op

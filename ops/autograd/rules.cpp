@@ -12,6 +12,7 @@ constexpr BackwardRule kLinalg{linalg_backward, linalg_saved};
 constexpr BackwardRule kData{data_backward, data_saved};
 constexpr BackwardRule kAlongDim{along_dim_backward, along_dim_saved};
 constexpr BackwardRule kAttention{attention_backward, attention_saved};
+constexpr BackwardRule kLstm{lstm_backward, lstm_saved};
 
 const BackwardRule& family_rule(OpId op) {
   switch (op_info(op).family) {
@@ -26,6 +27,8 @@ const BackwardRule& family_rule(OpId op) {
       return kReduce;
     case OpFamily::Attention:
       return kAttention;
+    case OpFamily::Recurrent:
+      return kLstm;
     case OpFamily::Matmul:
     case OpFamily::Linear:
     case OpFamily::Conv2d:
@@ -68,6 +71,10 @@ const BackwardRule& backward_rule(OpId op) {
     // the gradient (rules_attention.cpp).
     case OpId::Attention:
     case OpId::AttentionBackward:
+    // The fused LSTM's packed forward and its backward: lstm_output carries the gradient
+    // (rules_lstm.cpp).
+    case OpId::LstmLayer:
+    case OpId::LstmBackward:
       return kNone;
     default:
       return family_rule(op);

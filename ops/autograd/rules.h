@@ -2,10 +2,10 @@
 // from the gradient of its output. Rules are written with ordinary ops (ops/api.h), so
 // the tracer records, fuses and replays a backward pass like any other code. One file
 // per op family, as for the kernels: rules_pointwise.cpp (unary, clamp, binary, where,
-// cast), rules_reduce.cpp (reductions, softmax, layer_norm), rules_attention.cpp, rules_linalg.cpp
-// (matmul, linear, conv2d, pooling, im2col), rules_data.cpp (views, cat, index_select,
-// to_device), rules_along_dim.cpp (gather, scatters, scans, prod). rules.cpp maps each op to
-// its family's rule.
+// cast), rules_reduce.cpp (reductions, softmax, layer_norm), rules_attention.cpp, rules_lstm.cpp,
+// rules_linalg.cpp (matmul, linear, conv2d, pooling, im2col), rules_data.cpp (views, cat,
+// index_select, to_device), rules_along_dim.cpp (gather, scatters, scans, prod). rules.cpp maps
+// each op to its family's rule.
 #pragma once
 
 #include "ops/autograd/node.h"
@@ -32,6 +32,8 @@ TensorList linalg_backward(const OpNode& node, const Tensor& grad);
 uint32_t linalg_saved(const OpCall& call, uint32_t needs_grad);
 TensorList attention_backward(const OpNode& node, const Tensor& grad);
 uint32_t attention_saved(const OpCall& call, uint32_t needs_grad);
+TensorList lstm_backward(const OpNode& node, const Tensor& grad);  // rules_lstm.cpp
+uint32_t lstm_saved(const OpCall& call, uint32_t needs_grad);
 TensorList data_backward(const OpNode& node, const Tensor& grad);
 uint32_t data_saved(const OpCall& call, uint32_t needs_grad);
 TensorList along_dim_backward(const OpNode& node, const Tensor& grad);  // rules_along_dim.cpp

@@ -646,6 +646,66 @@ void attention_rows(OpId op, std::vector<Row>& rows) {
                             {b, "expected 5 or 6 tensor arguments, got 3"}));
 }
 
+void lstm_rows(OpId op, std::vector<Row>& rows) {
+  const std::string b = std::string("[") + kiln::op_name(op) + "]";
+  // T 3, B 2, H 4: xw [3, 2, 16], h0 and c0 [2, 4], w_hh [16, 4]
+  const Tensor xw = f32({3, 2, 16}), h = f32({2, 4}), w = f32({16, 4});
+  if (op == OpId::LstmLayer) {
+    rows.push_back(error_row<ShapeError>(op, "WeightShape",
+                                         [=] {
+                                           kiln::lstm_layer(xw, h, h, f32({16, 5}), false);
+                                         },
+                                         {b, "w_hh", "[16, 4]", "[16, 5]"}));
+    rows.push_back(error_row<ShapeError>(op, "GateWidth",
+                                         [=] {
+                                           kiln::lstm_layer(f32({3, 2, 12}), h, h, w, false);
+                                         },
+                                         {b, "xw", "[3, 2, 16]", "[3, 2, 12]"}));
+    rows.push_back(error_row<DTypeError>(op, "IntegerInput",
+                                         [=] {
+                                           const Tensor i = typed({3, 2, 16}, DType::Int32);
+                                           kiln::lstm_layer(i, h, h, w, false);
+                                         },
+                                         {b, "xw", "float32 or float64", "int32"}));
+    rows.push_back(
+        error_row<DTypeError>(op, "StateDType",
+                              [=] {
+                                kiln::lstm_layer(xw, h, typed({2, 4}, DType::Float64), w, false);
+                              },
+                              {b, "c0", "float32", "float64"}));
+    return;
+  }
+  const Tensor packed = kiln::dispatch(kiln::OpCall{OpId::LstmLayer, {xw, h, h, w}, {}, {}});
+  if (op == OpId::LstmOutput) {
+    rows.push_back(
+        error_row<ShapeError>(op, "PackedShape",
+                              [=] {
+                                kiln::dispatch(kiln::OpCall{op, {f32({7}), xw, h, h, w}, {}, {}});
+                              },
+                              {b, "packed", kiln::dims_str(packed.sizes()), "[7]"}));
+    rows.push_back(error_row<DTypeError>(
+        op, "WeightDType",
+        [=] {
+          kiln::dispatch(
+              kiln::OpCall{op, {packed, xw, h, h, typed({16, 4}, DType::Float64)}, {}, {}});
+        },
+        {b, "w_hh", "float32", "float64"}));
+    return;
+  }
+  rows.push_back(error_row<ShapeError>(
+      op, "GradShape",
+      [=] {
+        kiln::dispatch(kiln::OpCall{op, {f32({4, 2, 5}), packed, h, h, w}, {}, {}});
+      },
+      {b, "grad_y", "[T + 1, 2, 4]", "[4, 2, 5]"}));
+  rows.push_back(error_row<ValueError>(
+      op, "TooFewInputs",
+      [=] {
+        kiln::dispatch(kiln::OpCall{op, {f32({4, 2, 4}), packed, h, h}, {}, {}});
+      },
+      {b, "expected 5 tensor arguments, got 4"}));
+}
+
 void layer_norm_rows(std::vector<Row>& rows) {
   const OpId op = OpId::LayerNorm;
   const std::string b = "[layer_norm]";
@@ -1460,6 +1520,9 @@ std::vector<Row> rows_for(OpId op) {
       break;
     case kiln::OpFamily::Attention:
       attention_rows(op, rows);
+      break;
+    case kiln::OpFamily::Recurrent:
+      lstm_rows(op, rows);
       break;
     case kiln::OpFamily::Matmul:
     case kiln::OpFamily::Linear:

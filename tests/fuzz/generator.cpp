@@ -434,6 +434,8 @@ class Builder {
         return build_layer_norm(s);
       case kiln::OpFamily::Attention:
         return false;  // covered by tests/python/test_attention.py (its ops take 3-6 tensors)
+      case kiln::OpFamily::Recurrent:
+        return false;  // covered by tests/python/test_rnn.py (nn.LSTM against torch's)
       case kiln::OpFamily::Matmul:
         return build_matmul(s);
       case kiln::OpFamily::Linear:

@@ -535,6 +535,9 @@ def test_like_factories(rng):
 COVERED = set(UNARY) | set(BINARY) | {
     # the fused attention rows: tests/python/test_attention.py
     "attention", "attention_output", "attention_backward",
+    # the fused LSTM rows: tests/python/test_rnn.py (kiln.lstm_layer is the API: packed
+    # forward + lstm_output)
+    "lstm_layer", "lstm_output", "lstm_backward",
     # the collectives (kiln.distributed.<name>): tests/python/test_distributed.py
     "all_reduce",
     "cast", "clamp", "where", "sum", "mean", "max", "min", "argmax", "var", "logsumexp",

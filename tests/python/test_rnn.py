@@ -198,3 +198,103 @@ def test_rnn_errors_match_torch_types(case):
              "nonlinearity": "nonlinearity", "cell_input": "input_size",
              "cell_hidden": "hidden"}[case]
     _raises_like_torch(build(kiln), build(torch), match)
+
+
+# ---- the fused LSTM layer (kiln.lstm_layer, ops/lstm_layout.h): nn.LSTM's CPU path
+
+from kiln.nn.modules import rnn as _rnn_module  # noqa: E402
+
+
+@pytest.fixture
+def fused_calls(monkeypatch):
+    """Counts kiln.lstm_layer calls made by nn.LSTM (the fused path taken)."""
+    calls = []
+    real = _rnn_module._C.lstm_layer
+
+    def counted(*args):
+        calls.append(args[0].shape)
+        return real(*args)
+
+    monkeypatch.setattr(_rnn_module._C, "lstm_layer", counted)
+    return calls
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("kwargs,loss_on", [
+    (dict(num_layers=2), "all"),
+    (dict(bidirectional=True), "all"),
+    (dict(num_layers=2, bidirectional=True, batch_first=True), "all"),
+    (dict(), "c_n"),  # only c_n reaches the loss: the gradient enters at the last c
+    (dict(bidirectional=True), "h_n"),
+    (dict(bias=False), "output"),
+])
+def test_fused_lstm_larger_matches_torch(rng, fused_calls, kwargs, loss_on, dtype):
+    n_in, hidden, seq, batch = 9, 40, 13, 7  # per-step GEMMs large enough to split
+    tm, km = make_pair("LSTM", (n_in, hidden), kwargs, dtype)
+    dirs = 2 if kwargs.get("bidirectional") else 1
+    layers = kwargs.get("num_layers", 1)
+    x_shape = (batch, seq, n_in) if kwargs.get("batch_first") else (seq, batch, n_in)
+    xk, xt = leaf_pair(rng, x_shape, dtype)
+    hk, ht = leaf_pair(rng, (layers * dirs, batch, hidden), dtype)
+    ck, ct = leaf_pair(rng, (layers * dirs, batch, hidden), dtype)
+    ok, (hnk, cnk) = km(xk, (hk, ck))
+    assert len(fused_calls) == layers * dirs
+    ot, (hnt, cnt) = tm(xt, (ht, ct))
+    tol = TOL[dtype]
+    for a, b in zip([ok, hnk, cnk], [ot, hnt, cnt]):
+        assert_close(a, b.detach(), **tol)
+    pick = {"all": [0, 1, 2], "c_n": [2], "h_n": [1], "output": [0]}[loss_on]
+    backprop(rng, [[ok, hnk, cnk][i] for i in pick], [[ot, hnt, cnt][i] for i in pick], dtype)
+    assert_close(xk.grad, xt.grad, **tol)
+    assert_close(hk.grad, ht.grad, **tol)
+    assert_close(ck.grad, ct.grad, **tol)
+    compare_grads(km, tm, tol)
+
+
+def test_fused_lstm_agrees_with_the_composed_steps(rng, monkeypatch, fused_calls):
+    """The same module, fused and composed (fused_lstm = False), on one input: the
+    outputs and every gradient agree to float64 rounding."""
+    km = kiln.nn.LSTM(6, 24, num_layers=2, bidirectional=True, dtype=kiln.float64)
+    x = rng.standard_normal((11, 3, 6))
+    w = rng.standard_normal((11, 3, 48))
+    results = []
+    for fused in (True, False):
+        monkeypatch.setattr(_rnn_module, "fused_lstm", fused)
+        km.zero_grad()
+        xk = k(x).requires_grad_(True)
+        out, (h_n, c_n) = km(xk)
+        ((out * k(w)).sum() + h_n.sum() + (c_n * c_n).sum()).backward()
+        assert len(fused_calls) == 4  # both layers, both directions, fused only
+        results.append([out.numpy(), xk.grad.numpy()] +
+                       [p.grad.numpy() for p in km.parameters()])
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_fused_lstm_training_loop_traces(rng):
+    """A plain training loop (truncated BPTT, the state detached between batches) over the
+    fused op: the traced steps give eager's losses."""
+    def run():
+        kiln.manual_seed(3)
+        m = kiln.nn.LSTM(5, 16, num_layers=2)
+        head = kiln.nn.Linear(16, 1)
+        opt = kiln.optim.SGD(list(m.parameters()) + list(head.parameters()), lr=0.1)
+        data = np.random.default_rng(7).standard_normal((12, 9, 4, 5)).astype(np.float32)
+        state, losses = None, []
+        for step in range(12):
+            out, state = m(kiln.from_numpy(data[step]), state)
+            state = tuple(s.detach() for s in state)
+            loss = (head(out) ** 2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    traced = run()
+    kiln.set_tracing(False)
+    try:
+        eager = run()
+    finally:
+        kiln.set_tracing(True)
+    np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-6)

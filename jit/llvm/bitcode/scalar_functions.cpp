@@ -59,6 +59,7 @@ float unary<OpId::Gelu, float>(float x) {
 #define KILN_FN_Softmax(Id, name, rule)
 #define KILN_FN_LayerNorm(Id, name, rule)
 #define KILN_FN_Attention(Id, name, rule)
+#define KILN_FN_Recurrent(Id, name, rule)
 #define KILN_FN_Matmul(Id, name, rule)
 #define KILN_FN_Linear(Id, name, rule)
 #define KILN_FN_Conv2d(Id, name, rule)

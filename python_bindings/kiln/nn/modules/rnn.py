@@ -2,9 +2,12 @@
 parameter names (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_hr_l0,
 ..._reverse), shapes, gate order (LSTM i, f, g, o; GRU r, z, n) and initialization
 (every parameter U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))), so torch state_dicts
-load. Each step is composed of kiln ops (one linear for a whole sequence's input
-projection, then per step the hidden projection and pointwise gate math), so autograd
-and the tracer see ordinary ops.
+load. One linear makes a whole sequence's input projection. An LSTM layer without
+proj_size on the CPU (float32, float64) then runs as one fused op per direction
+(kiln.lstm_layer: the whole time loop forward, one fused backward; ops/lstm_layout.h);
+everything else is composed step by step from kiln ops (the hidden projection and the
+pointwise gate math), which autograd and the tracer see as ordinary ops. Set
+``fused_lstm = False`` in this module to compose LSTMs too.
 """
 
 import math
@@ -18,6 +21,8 @@ from .module import Module, Parameter, _factory_kw
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
+
+fused_lstm = True  # LSTM layers through kiln.lstm_layer where it runs (see above)
 
 
 def _rnn_step(act):
@@ -171,6 +176,8 @@ class RNNBase(Module):
         else:
             step = _lstm_step if is_lstm else _gru_step
         seq_len = x.shape[0]
+        fused = is_lstm and fused_lstm and not self.proj_size and seq_len > 0 \
+            and _C.lstm_layer_supports(x)
         h_n, c_n = [], []
         layer_in = x
         for layer in range(self.num_layers):
@@ -178,6 +185,14 @@ class RNNBase(Module):
             for direction in range(dirs):
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._weights(layer, direction)
                 idx = layer * dirs + direction
+                if fused:  # y: h_t per position, then c_n (ops/lstm_layout.h)
+                    bias = b_ih + b_hh if b_ih is not None else None
+                    y = _C.lstm_layer(F.linear(layer_in, w_ih, bias), h0[idx], c0[idx], w_hh,
+                                      bool(direction))
+                    outs.append(y[:seq_len])
+                    h_n.append(y[0] if direction else y[seq_len - 1])
+                    c_n.append(y[seq_len])
+                    continue
                 xw = F.linear(layer_in, w_ih, b_ih)  # (L, N, gates) in one matmul
                 state = (h0[idx], c0[idx]) if is_lstm else h0[idx]
                 steps = [None] * seq_len

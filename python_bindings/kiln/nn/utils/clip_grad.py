@@ -25,6 +25,10 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
         if norm_type == float("inf"):
             norms = [g.abs().amax() for g in grads]
             total = norms[0] if len(norms) == 1 else _C.stack(norms).amax()
+        elif norm_type == 2.0:  # the usual case: sqrt(sum(g * g)), as vector_norm's p=2 path
+            norms = [(g * g).sum().sqrt() for g in grads]
+            stacked = _C.stack(norms)
+            total = (stacked * stacked).sum().sqrt()
         else:
             norms = [(g.abs() ** norm_type).sum() ** (1.0 / norm_type) for g in grads]
             total = (_C.stack(norms) ** norm_type).sum() ** (1.0 / norm_type)
