@@ -1,7 +1,9 @@
 // CPU fused LSTM layer (layout and math: ops/lstm_layout.h). One pass over time each
-// way; per step one GEMM (the hidden projection, single-threaded BLAS or split over the
-// pool by ops/cpu/blas_gemm.h) and the gate math in flat loops over the step's [B, 4H]
-// rows with the SIMD sigmoid and tanh of ops/cpu/simd.h (the eager kernels' functors).
+// way; per step one GEMM (the hidden projection) and the gate math in flat loops over the
+// step's [B, 4H] rows with the SIMD sigmoid and tanh of ops/cpu/simd.h (the eager
+// kernels' functors). Batch rows never mix, so the batch is split into blocks of rows,
+// one per thread, each running the whole time loop: no synchronization between steps (a
+// batch too small to split runs on one thread, its GEMMs split by ops/cpu/blas_gemm.h).
 //
 // Forward: gates_t = xw_t, += h_prev @ w_hh^T, activated in place; c_t and h_t written
 // to packed. Backward: per step in reverse time order, with dh = grad_y_t + the
@@ -18,6 +20,7 @@
 #include "ops/cpu/kernel_io.h"
 #include "ops/cpu/simd.h"
 #include "ops/lstm_layout.h"
+#include "runtime/parallel.h"
 
 namespace kiln::cpu {
 namespace {
@@ -27,6 +30,12 @@ namespace {
 GemmOperand rows_of(const void* p, int64_t rows, int64_t cols) { return {p, rows, cols, cols, 1}; }
 GemmOperand transposed(const void* p, int64_t rows, int64_t cols) {
   return {p, rows, cols, 1, rows};
+}
+
+// Rows per block of the batch split: blocks of at least 4 rows, one per thread.
+int64_t batch_grain(int64_t B) {
+  const int64_t threads = num_threads();
+  return std::max<int64_t>(4, (B + threads - 1) / threads);
 }
 
 template <class C>
@@ -65,35 +74,39 @@ void forward(const OpCall& call, const Tensor& out) {
   C* gates = packed + s.gates_offset();
   const TimeOrder order{s.T, call.attrs.reverse};
   const auto tanh = simd::table<C>().unary[static_cast<int>(OpId::Tanh)];
-  std::vector<C> tc(static_cast<size_t>(BH));
-  const C* h_prev = h0.data<C>();
-  const C* c_prev = c0.data<C>();
-  for (int64_t k = 0; k < s.T; ++k) {
-    const int64_t t = order.at(k);
-    C* g = gates + t * B * 4 * H;
-    std::memcpy(g, xw.data<C>() + t * B * 4 * H, sizeof(C) * B * 4 * H);
-    gemm(dt, rows_of(h_prev, B, H), transposed(w.data<C>(), H, 4 * H), g, 4 * H, true);
-    activate(g, B, H);
-    C* c = cs + t * BH;
-    C* h = y + t * BH;
-    for (int64_t b = 0; b < B; ++b) {
-      const C* gi = g + b * 4 * H;
-      const C *gf = gi + H, *gg = gi + 2 * H;
-      const C* cp = c_prev + b * H;
-      C* cb = c + b * H;
-      for (int64_t j = 0; j < H; ++j) cb[j] = gf[j] * cp[j] + gi[j] * gg[j];
+  // Batch rows never mix: each block of rows runs the whole time loop on its own.
+  parallel_for(0, B, batch_grain(B), [&](int64_t b0, int64_t b1) {
+    const int64_t rows = b1 - b0;
+    std::vector<C> tc(static_cast<size_t>(rows * H));
+    const C* h_prev = h0.data<C>() + b0 * H;
+    const C* c_prev = c0.data<C>() + b0 * H;
+    for (int64_t k = 0; k < s.T; ++k) {
+      const int64_t t = order.at(k);
+      C* g = gates + (t * B + b0) * 4 * H;
+      std::memcpy(g, xw.data<C>() + (t * B + b0) * 4 * H, sizeof(C) * rows * 4 * H);
+      gemm(dt, rows_of(h_prev, rows, H), transposed(w.data<C>(), H, 4 * H), g, 4 * H, true);
+      activate(g, rows, H);
+      C* c = cs + t * BH + b0 * H;
+      C* h = y + t * BH + b0 * H;
+      for (int64_t b = 0; b < rows; ++b) {
+        const C* gi = g + b * 4 * H;
+        const C *gf = gi + H, *gg = gi + 2 * H;
+        const C* cp = c_prev + b * H;
+        C* cb = c + b * H;
+        for (int64_t j = 0; j < H; ++j) cb[j] = gf[j] * cp[j] + gi[j] * gg[j];
+      }
+      tanh(c, tc.data(), rows * H);
+      for (int64_t b = 0; b < rows; ++b) {
+        const C* go = g + b * 4 * H + 3 * H;
+        const C* tb = tc.data() + b * H;
+        C* hb = h + b * H;
+        for (int64_t j = 0; j < H; ++j) hb[j] = go[j] * tb[j];
+      }
+      h_prev = h;
+      c_prev = c;
     }
-    tanh(c, tc.data(), BH);
-    for (int64_t b = 0; b < B; ++b) {
-      const C* go = g + b * 4 * H + 3 * H;
-      const C* tb = tc.data() + b * H;
-      C* hb = h + b * H;
-      for (int64_t j = 0; j < H; ++j) hb[j] = go[j] * tb[j];
-    }
-    h_prev = h;
-    c_prev = c;
-  }
-  std::memcpy(y + s.T * BH, c_prev, sizeof(C) * BH);  // c_n
+    std::memcpy(y + s.T * BH + b0 * H, c_prev, sizeof(C) * rows * H);  // c_n
+  });
 }
 
 template <class C>
@@ -125,36 +138,39 @@ void backward(const OpCall& call, const Tensor& out) {
   C* dw = grads + s.dw_offset();
   const TimeOrder order{s.T, call.attrs.reverse};
   const auto tanh = simd::table<C>().unary[static_cast<int>(OpId::Tanh)];
-  std::vector<C> tc(static_cast<size_t>(BH));
   std::memset(dh, 0, sizeof(C) * BH);
   std::memcpy(dc, gy + s.T * BH, sizeof(C) * BH);
-  for (int64_t k = s.T - 1; k >= 0; --k) {
-    const int64_t t = order.at(k), p = order.prev(t);
-    const C* c_prev = p < 0 ? c0.data<C>() : cs + p * BH;
-    tanh(cs + t * BH, tc.data(), BH);
-    const C* gyt = gy + t * BH;
-    for (int64_t b = 0; b < B; ++b) {
-      const C* a = gates + (t * B + b) * G4;
-      C* d = dgates + (t * B + b) * G4;
-      const C* tb = tc.data() + b * H;
-      const C* cp = c_prev + b * H;
-      C* dhb = dh + b * H;
-      C* dcb = dc + b * H;
-      const C* gyb = gyt + b * H;
-      for (int64_t j = 0; j < H; ++j) {
-        const C i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
-        const C dhj = gyb[j] + dhb[j];
-        const C dcj = dcb[j] + dhj * o * (C(1) - tb[j] * tb[j]);
-        d[j] = dcj * g * i * (C(1) - i);
-        d[H + j] = dcj * cp[j] * f * (C(1) - f);
-        d[2 * H + j] = dcj * i * (C(1) - g * g);
-        d[3 * H + j] = dhj * tb[j] * o * (C(1) - o);
-        dcb[j] = dcj * f;
+  parallel_for(0, B, batch_grain(B), [&](int64_t b0, int64_t b1) {
+    const int64_t rows = b1 - b0;
+    std::vector<C> tc(static_cast<size_t>(rows * H));
+    for (int64_t k = s.T - 1; k >= 0; --k) {
+      const int64_t t = order.at(k), p = order.prev(t);
+      const C* c_prev = (p < 0 ? c0.data<C>() : cs + p * BH) + b0 * H;
+      tanh(cs + t * BH + b0 * H, tc.data(), rows * H);
+      for (int64_t b = b0; b < b1; ++b) {
+        const C* a = gates + (t * B + b) * G4;
+        C* d = dgates + (t * B + b) * G4;
+        const C* tb = tc.data() + (b - b0) * H;
+        const C* cp = c_prev + (b - b0) * H;
+        C* dhb = dh + b * H;
+        C* dcb = dc + b * H;
+        const C* gyb = gy + t * BH + b * H;
+        for (int64_t j = 0; j < H; ++j) {
+          const C i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j];
+          const C dhj = gyb[j] + dhb[j];
+          const C dcj = dcb[j] + dhj * o * (C(1) - tb[j] * tb[j]);
+          d[j] = dcj * g * i * (C(1) - i);
+          d[H + j] = dcj * cp[j] * f * (C(1) - f);
+          d[2 * H + j] = dcj * i * (C(1) - g * g);
+          d[3 * H + j] = dhj * tb[j] * o * (C(1) - o);
+          dcb[j] = dcj * f;
+        }
       }
+      // dh_prev = dG_t @ w_hh ([rows, 4H] x [4H, H])
+      gemm(dt, rows_of(dgates + (t * B + b0) * G4, rows, G4), rows_of(w.data<C>(), G4, H),
+           dh + b0 * H, H, false);
     }
-    // dh_prev = dG_t @ w_hh ([B, 4H] x [4H, H])
-    gemm(dt, rows_of(dgates + t * B * G4, B, G4), rows_of(w.data<C>(), G4, H), dh, H, false);
-  }
+  });
   // dw_hh = sum_t dG_t^T h_prev_t: the T - 1 steps whose h_prev is a row block of y (one
   // GEMM over their (T - 1) B rows), then the first step taken, whose h_prev is h0.
   const int64_t first = order.at(0);
