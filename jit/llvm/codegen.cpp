@@ -319,6 +319,7 @@ class Emitter {
   // already in the buffer (a row of at most kRandChunk elements) do not draw again.
   // (Initially the buffer holds the draws [0, 0): none.)
   static constexpr int64_t kRandChunk = 256;
+  static constexpr int kRandDrawWidth = 8;  // draws per vector (the cost model says 1)
   struct RandBuffer {
     Value* buffer = nullptr;  // kRandChunk + 8 doubles, in the entry block
     Value* drawn = nullptr;   // 2 x i64 in the entry block: the draws [c0, c1) in the buffer
@@ -355,6 +356,7 @@ class Emitter {
   // 4c + w, for the draws c in [c0, c1).
   Function* make_fill(const KNode& n, const std::string& name) {
     Type* i64 = b_.getInt64Ty();
+    Type* f64 = b_.getDoubleTy();
     Type* ptr = llvm::PointerType::getUnqual(ctx_);
     Function* f =
         Function::Create(llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, i64, i64, ptr}, false),
@@ -366,12 +368,28 @@ class Emitter {
     Function* const outer = fn_;
     fn_ = f;
     b_.SetInsertPoint(BasicBlock::Create(ctx_, "entry", f));
-    // The draws' loop is the bitcode's (kiln_fn_philox_fill): one draw per four elements.
-    llvm::FunctionCallee fill = m_.getOrInsertFunction(
-        "kiln_fn_philox_fill",
-        llvm::FunctionType::get(b_.getVoidTy(), {i64, i64, i64, i64, b_.getInt32Ty(), ptr}, false));
-    b_.CreateCall(fill, {f->getArg(0), f->getArg(1), f->getArg(2), f->getArg(3),
-                         b_.getInt32(static_cast<uint32_t>(n.value)), f->getArg(4)});
+    Value *seed = f->getArg(0), *offset = f->getArg(1), *c0 = f->getArg(2);
+    llvm::FunctionCallee rand = m_.getOrInsertFunction(
+        "kiln_fn_philox_rand",
+        llvm::FunctionType::get(f64, {i64, i64, i64, b_.getInt32Ty()}, false));
+    Value* bits = b_.getInt32(static_cast<uint32_t>(n.value));
+    Value* c;
+    loop(
+        c0, f->getArg(3), {},
+        [&](const std::vector<Value*>&) {
+          // Four calls whose inlined draws are one expression, which the passes merge
+          // into one draw (one call returning the four values would come packed into
+          // vector code from the bitcode's own compile, which the loop vectorizer cannot
+          // widen).
+          Value* first = b_.CreateShl(c, 2);
+          Value* slot = b_.CreateShl(b_.CreateSub(c, c0), 2);
+          for (int w = 0; w < 4; ++w)
+            b_.CreateStore(
+                b_.CreateCall(rand, {seed, offset, b_.CreateOr(first, b_.getInt64(w)), bits}),
+                b_.CreateGEP(f64, f->getArg(4), b_.CreateAdd(slot, b_.getInt64(w))));
+          return std::vector<Value*>{};
+        },
+        &c, kRandDrawWidth);
     b_.CreateRetVoid();
     fn_ = outer;
     b_.restoreIP(saved);

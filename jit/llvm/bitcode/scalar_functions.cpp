@@ -92,22 +92,6 @@ extern "C" double kiln_fn_philox_rand(uint64_t seed, uint64_t offset, uint64_t i
   return bits <= 31 ? kiln::cpu::rand_value_narrow(seed, offset, index, bits)
                     : kiln::philox::rand_value(seed, offset, index, bits);
 }
-// The values of rand's elements 4 c0 .. 4 c1 - 1 (at most 31 bits: each draw serves four
-// elements, ops/philox.h) into out, one draw per four: the JIT's rand buffers
-// (jit/llvm/codegen.cpp). The same numbers as kiln_fn_philox_rand's, element by element.
-extern "C" void kiln_fn_philox_fill(uint64_t seed, uint64_t offset, int64_t c0, int64_t c1,
-                                    int bits, double* out) {
-  const double scale = 1.0 / static_cast<double>(1u << bits);
-  const int shift = 32 - bits;
-  for (int64_t c = c0; c < c1; ++c) {
-    const kiln::philox::Uint4 r = kiln::philox::draw(seed, offset, static_cast<uint64_t>(c));
-    double* o = out + 4 * (c - c0);
-    o[0] = static_cast<double>(static_cast<int32_t>(r.x >> shift)) * scale;
-    o[1] = static_cast<double>(static_cast<int32_t>(r.y >> shift)) * scale;
-    o[2] = static_cast<double>(static_cast<int32_t>(r.z >> shift)) * scale;
-    o[3] = static_cast<double>(static_cast<int32_t>(r.w >> shift)) * scale;
-  }
-}
 extern "C" double kiln_fn_philox_randn(uint64_t seed, uint64_t offset, uint64_t index) {
   return kiln::philox::randn_value(seed, offset, index);
 }
