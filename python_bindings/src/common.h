@@ -45,6 +45,7 @@ void register_tensor_index();
 void register_ops();
 void register_along_dim_ops();  // ops_along_dim.cpp
 void register_sample_ops();     // ops_sample.cpp
+void register_recurrent_ops();  // ops_recurrent.cpp
 void register_interop();
 void register_site();
 void register_tracer();

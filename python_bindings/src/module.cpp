@@ -27,6 +27,7 @@ BOOST_PYTHON_MODULE(_kiln) {
   register_ops();
   register_along_dim_ops();
   register_sample_ops();
+  register_recurrent_ops();
   register_interop();
   register_site();
   register_tracer();

@@ -530,35 +530,6 @@ void register_ops() {
   bp::def("layer_norm", &layer_norm_fn,
           (bp::arg("input"), bp::arg("normalized_shape"), bp::arg("weight") = none,
            bp::arg("bias") = none, bp::arg("eps") = 1e-5));
-  // fused LSTM layer (ops/lstm_layout.h): nn.LSTM's path on the CPU
-  bp::def(
-      "lstm_layer",
-      +[](T xw, T h0, T c0, T w_hh, bool reverse) {
-        return kiln::lstm_layer(xw, h0, c0, w_hh, reverse);
-      },
-      (bp::arg("xw"), bp::arg("h0"), bp::arg("c0"), bp::arg("w_hh"), bp::arg("reverse") = false));
-  // the raw rows (lstm_layer above is the API, the packed forward plus lstm_output)
-  bp::def(
-      "lstm_output",
-      +[](T packed, T xw, T h0, T c0, T w_hh, bool reverse) {
-        kiln::OpCall call{kiln::OpId::LstmOutput, {packed, xw, h0, c0, w_hh}, {}, {}};
-        call.attrs.reverse = reverse;
-        return kiln::dispatch(call);
-      },
-      (bp::arg("packed"), bp::arg("xw"), bp::arg("h0"), bp::arg("c0"), bp::arg("w_hh"),
-       bp::arg("reverse") = false));
-  bp::def(
-      "lstm_backward",
-      +[](T grad_y, T packed, T h0, T c0, T w_hh, bool reverse) {
-        kiln::OpCall call{kiln::OpId::LstmBackward, {grad_y, packed, h0, c0, w_hh}, {}, {}};
-        call.attrs.reverse = reverse;
-        return kiln::dispatch(call);
-      },
-      (bp::arg("grad_y"), bp::arg("packed"), bp::arg("h0"), bp::arg("c0"), bp::arg("w_hh"),
-       bp::arg("reverse") = false));
-  bp::def(
-      "lstm_layer_supports", +[](T x) { return kiln::lstm_layer_supports(x.dtype(), x.device()); },
-      (bp::arg("input")));
   // fused attention (dropout inside on CUDA; the composite elsewhere)
   bp::def("scaled_dot_product_attention", &sdpa_fn,
           (bp::arg("query"), bp::arg("key"), bp::arg("value"), bp::arg("attn_mask") = none,

@@ -351,6 +351,14 @@ std::vector<GradCase> build_cases() {
     return kiln::scaled_dot_product_attention(x[0], x[1], x[2], mask);
   });
 
+  // ---- fused LSTM layer (lstm_output's rule: the fused CPU backward); xw [T, B, 4H],
+  // h0, c0 [B, H], w_hh [4H, H] with T 3, B 2, H 2; every row of y (h_t and c_n) in the
+  // checked sum, both time directions
+  for (const bool reverse : {false, true}) {
+    add(reverse ? "lstm_layer_reverse" : "lstm_layer", {{{3, 2, 8}}, {{2, 2}}, {{2, 2}}, {{8, 2}}},
+        [reverse](const auto& x) { return kiln::lstm_layer(x[0], x[1], x[2], x[3], reverse); });
+  }
+
   // ---- matmul, linear
   struct M {
     const char* name;
@@ -557,13 +565,13 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradcheckJit, ::testing::Range<size_t>(0, grad_cas
 
 // Ops whose result carries no gradient (piecewise constant, integral or without inputs).
 const std::set<OpId>& non_differentiable() {
-  static const std::set<OpId> ops = {OpId::Eq,       OpId::Ne,        OpId::Lt,
-                                     OpId::Le,       OpId::Gt,        OpId::Ge,
-                                     OpId::Argmax,   OpId::Empty,     OpId::Full,
-                                     OpId::Arange,   OpId::Rand,      OpId::Randn,
-                                     OpId::Argsort,  OpId::Topk,      OpId::Multinomial,
-                                     OpId::Nonzero,  OpId::Attention, OpId::AttentionBackward,
-                                     OpId::AllReduce};
+  static const std::set<OpId> ops = {OpId::Eq,        OpId::Ne,           OpId::Lt,
+                                     OpId::Le,        OpId::Gt,           OpId::Ge,
+                                     OpId::Argmax,    OpId::Empty,        OpId::Full,
+                                     OpId::Arange,    OpId::Rand,         OpId::Randn,
+                                     OpId::Argsort,   OpId::Topk,         OpId::Multinomial,
+                                     OpId::Nonzero,   OpId::Attention,    OpId::AttentionBackward,
+                                     OpId::LstmLayer, OpId::LstmBackward, OpId::AllReduce};
   return ops;
 }
 
