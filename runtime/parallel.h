@@ -1,7 +1,9 @@
 // parallel_for: splits [begin, end) into chunks of at least `grain` iterations and runs
 // them on a persistent pool of worker threads (KILN_NUM_THREADS, default: the cores).
 // Small ranges run inline on the calling thread. Nested calls run inline. Exceptions
-// thrown by the body are rethrown on the caller.
+// thrown by the body are rethrown on the caller. An idle worker spins for
+// KILN_POOL_SPIN_US (default 200 us) before it sleeps, so that back-to-back parallel ops
+// start without an OS wake-up.
 #pragma once
 
 #include <cstdint>
