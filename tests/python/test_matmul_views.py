@@ -91,3 +91,47 @@ def test_matmul_leaves_torch_thread_count(rng):
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("m,kk,n,transposed_b", [
+    (128, 1024, 1024, False),  # leading dims of 1024 floats: OpenBLAS (ops/cpu/blas_gemm.cpp)
+    (64, 2048, 1024, True),    # linear's W^T with a 2048-float leading dim: OpenBLAS
+    (128, 1000, 1000, False),  # the same sizes' neighbours: oneDNN where present
+])
+def test_page_multiple_leading_dims(rng, m, kk, n, transposed_b):
+    """GEMMs whose rows are a multiple of 4 KiB apart take another library than their
+    neighbours (onednn_suits): both give PyTorch's values, as matmul and as linear."""
+    a = randn(rng, m, kk)
+    b = randn(rng, n, kk) if transposed_b else randn(rng, kk, n)
+    ka, kb, ta_, tb_ = k(a), k(b), t(a), t(b)
+    if transposed_b:
+        assert_close(kiln.nn.functional.linear(ka, kb), torch.nn.functional.linear(ta_, tb_),
+                     rtol=1e-4, atol=1e-3)
+        kb, tb_ = kb.t(), tb_.t()
+    assert_close(ka @ kb, ta_ @ tb_, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("spin_us", ["0", "100000"])
+def test_pool_spin_settings_give_the_same_values(spin_us):
+    """KILN_POOL_SPIN_US=0 (workers sleep at once) and a spin longer than the run (they
+    never sleep): split GEMMs, parallel pointwise ops and reductions give float64 numpy's
+    values, in a process of their own (the pool reads the setting once)."""
+    import os
+    import subprocess
+    import sys
+    code = """
+import numpy as np, kiln
+rng = np.random.default_rng(5)
+for i in range(30):
+    a = rng.standard_normal((300, 200)).astype(np.float32)
+    b = rng.standard_normal((200, 260)).astype(np.float32)
+    y = (kiln.from_numpy(a) @ kiln.from_numpy(b)).relu().sum(dim=0)
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0).sum(axis=0)
+    assert np.allclose(y.numpy(), ref, rtol=1e-4, atol=1e-2), i
+print("ok")
+"""
+    env = dict(os.environ, KILN_POOL_SPIN_US=spin_us, KILN_NUM_THREADS="2",
+               PYTHONPATH=os.path.dirname(os.path.dirname(kiln.__file__)))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
