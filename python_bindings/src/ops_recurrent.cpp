@@ -5,6 +5,16 @@
 #include "ops/dispatch.h"
 
 namespace kiln::python {
+namespace {
+
+// One raw row of the Recurrent family: its five tensors and the time direction.
+Tensor raw_row(kiln::OpId op, kiln::TensorList inputs, bool reverse) {
+  kiln::OpCall call{op, std::move(inputs), {}, {}};
+  call.attrs.reverse = reverse;
+  return kiln::dispatch(call);
+}
+
+}  // namespace
 
 void register_recurrent_ops() {
   using T = const Tensor&;
@@ -19,18 +29,14 @@ void register_recurrent_ops() {
   bp::def(
       "lstm_output",
       +[](T packed, T xw, T h0, T c0, T w_hh, bool reverse) {
-        kiln::OpCall call{kiln::OpId::LstmOutput, {packed, xw, h0, c0, w_hh}, {}, {}};
-        call.attrs.reverse = reverse;
-        return kiln::dispatch(call);
+        return raw_row(kiln::OpId::LstmOutput, {packed, xw, h0, c0, w_hh}, reverse);
       },
       (bp::arg("packed"), bp::arg("xw"), bp::arg("h0"), bp::arg("c0"), bp::arg("w_hh"),
        bp::arg("reverse") = false));
   bp::def(
       "lstm_backward",
       +[](T grad_y, T packed, T h0, T c0, T w_hh, bool reverse) {
-        kiln::OpCall call{kiln::OpId::LstmBackward, {grad_y, packed, h0, c0, w_hh}, {}, {}};
-        call.attrs.reverse = reverse;
-        return kiln::dispatch(call);
+        return raw_row(kiln::OpId::LstmBackward, {grad_y, packed, h0, c0, w_hh}, reverse);
       },
       (bp::arg("grad_y"), bp::arg("packed"), bp::arg("h0"), bp::arg("c0"), bp::arg("w_hh"),
        bp::arg("reverse") = false));
