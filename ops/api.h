@@ -118,7 +118,7 @@ Tensor layer_norm(const Tensor& x, const Dims& normalized_shape, const Tensor& w
 // One direction of one LSTM layer over a sequence: xw [T, B, 4H] (the input projection
 // with both biases), h0, c0 [B, H], w_hh [4H, H] -> y [T + 1, B, H]: rows [0, T) h_t per
 // time position, row T the final c (time runs from T - 1 down to 0 when reverse).
-// Differentiable in xw, h0, c0 and w_hh; CPU, float32 or float64 (lstm_layer_supports).
+// Differentiable in xw, h0, c0 and w_hh; CPU and CUDA, float32 or float64 (lstm_layer_supports).
 Tensor lstm_layer(const Tensor& xw, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,
                   bool reverse);
 // Whether lstm_layer runs for inputs of this dtype on this device.

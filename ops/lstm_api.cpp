@@ -7,7 +7,8 @@
 namespace kiln {
 
 bool lstm_layer_supports(DType dtype, Device device) {
-  return device.is_cpu() && (dtype == DType::Float32 || dtype == DType::Float64);
+  return (device.is_cpu() || device.is_cuda()) &&
+         (dtype == DType::Float32 || dtype == DType::Float64);
 }
 
 Tensor lstm_layer(const Tensor& xw, const Tensor& h0, const Tensor& c0, const Tensor& w_hh,

@@ -7,7 +7,7 @@
 //
 // where prev is the step before t in time order (t - 1; t + 1 with attrs.reverse, the
 // backward direction of a bidirectional layer). Shared by the shape rule
-// (ops/lstm_shapes.cpp), the kernels (ops/cpu/lstm.cpp), the backward rule
+// (ops/lstm_shapes.cpp), the kernels (ops/cpu/lstm.cpp, ops/cuda/lstm.cu), the backward rule
 // (ops/autograd/rules_lstm.cpp) and ops/lstm_api.cpp.
 //
 //   lstm_layer    (xw, h0, c0, w_hh)             -> packed [P]

@@ -39,9 +39,6 @@ OutputMeta infer_lstm(const OpCall& c) {
   KILN_CHECK(lead.dtype() == DType::Float32 || lead.dtype() == DType::Float64, DTypeError, "[",
              c.name(), "] expected ", lead_name, " of dtype float32 or float64, got ",
              dtype_name(lead.dtype()));
-  KILN_CHECK(lead.device().is_cpu(), DeviceError, "[", c.name(),
-             "] runs on the CPU (nn.LSTM composes its steps from other ops elsewhere), got ",
-             lead_name, " on ", lead.device().str());
   const Tensor& h0 = c.inputs[hi];
   KILN_CHECK(h0.dim() == 2, ShapeError, "[", c.name(),
              "] expected h0 of shape [batch, hidden], got ", dims_str(h0.sizes()));

@@ -18,7 +18,7 @@ Tensor raw_row(kiln::OpId op, kiln::TensorList inputs, bool reverse) {
 
 void register_recurrent_ops() {
   using T = const Tensor&;
-  // fused LSTM layer (ops/lstm_layout.h): nn.LSTM's path on the CPU
+  // fused LSTM layer (ops/lstm_layout.h): nn.LSTM's path (CPU and CUDA)
   bp::def(
       "lstm_layer",
       +[](T xw, T h0, T c0, T w_hh, bool reverse) {

@@ -3,7 +3,7 @@ parameter names (weight_ih_l0, weight_hh_l0, bias_ih_l0, bias_hh_l0, weight_hr_l
 ..._reverse), shapes, gate order (LSTM i, f, g, o; GRU r, z, n) and initialization
 (every parameter U(-1/sqrt(hidden_size), 1/sqrt(hidden_size))), so torch state_dicts
 load. One linear makes a whole sequence's input projection. An LSTM layer without
-proj_size on the CPU (float32, float64) then runs as one fused op per direction
+proj_size in float32 or float64 (CPU and CUDA) then runs as one fused op per direction
 (kiln.lstm_layer: the whole time loop forward, one fused backward; ops/lstm_layout.h);
 everything else is composed step by step from kiln ops (the hidden projection and the
 pointwise gate math), which autograd and the tracer see as ordinary ops. Set
