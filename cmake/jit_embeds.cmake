@@ -13,7 +13,10 @@ if(KILN_HAVE_CUDA)
 endif()
 
 if(KILN_HAVE_LLVM)
+  # scalar_functions.bc: every pointwise functor, for any x86-64; vector_functions.bc: the
+  # 8-lane xsimd forms the JIT maps some of them onto where the host has AVX2 and FMA.
   set(bitcode ${CMAKE_CURRENT_BINARY_DIR}/embedded/scalar_functions.bc)
+  set(vector_bitcode ${CMAKE_CURRENT_BINARY_DIR}/embedded/vector_functions.bc)
   add_custom_command(
     OUTPUT ${bitcode}
     COMMAND ${KILN_CLANG} -x c++ -std=c++20 -O2 -fno-math-errno -ffp-contract=off -fwrapv
@@ -23,6 +26,21 @@ if(KILN_HAVE_LLVM)
             ${PROJECT_SOURCE_DIR}/ops/cpu/vectorizable_math.h
     COMMENT "Compiling the pointwise functors to LLVM bitcode"
     VERBATIM)
+  get_target_property(xsimd_include xsimd INTERFACE_INCLUDE_DIRECTORIES)
+  set(xsimd_flags "")
+  if(xsimd_include)
+    list(TRANSFORM xsimd_include PREPEND "-I" OUTPUT_VARIABLE xsimd_flags)
+  endif()
+  add_custom_command(
+    OUTPUT ${vector_bitcode}
+    COMMAND ${KILN_CLANG} -x c++ -std=c++20 -O2 -mavx2 -mfma -fno-exceptions -fno-math-errno
+            -ffp-contract=fast -fwrapv -I${PROJECT_SOURCE_DIR} ${xsimd_flags}
+            -emit-llvm -c ${PROJECT_SOURCE_DIR}/jit/llvm/bitcode/vector_functions.cpp
+            -o ${vector_bitcode}
+    DEPENDS ${PROJECT_SOURCE_DIR}/jit/llvm/bitcode/vector_functions.cpp ${KILN_POINTWISE_HEADERS}
+    COMMENT "Compiling the xsimd vector forms to LLVM bitcode"
+    COMMAND_EXPAND_LISTS
+    VERBATIM)
   kiln_embed(kiln scalar_functions_bitcode BASE ${CMAKE_CURRENT_BINARY_DIR}/embedded
-             FILES ${bitcode})
+             FILES ${bitcode} ${vector_bitcode})
 endif()

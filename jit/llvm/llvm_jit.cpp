@@ -16,6 +16,9 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
+#include <llvm/Transforms/IPO/AlwaysInliner.h>
+#include <llvm/Transforms/InstCombine/InstCombine.h>
+#include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -39,6 +42,11 @@ T check(llvm::Expected<T> value, const char* what) {
   return std::move(*value);
 }
 
+// Whether a comma-separated feature list ("+avx2,-avx512f,...") holds `feature`.
+bool has_feature(const std::string& features, const std::string& feature) {
+  return ("," + features + ",").find("," + feature + ",") != std::string::npos;
+}
+
 int widest_vector_bits(const llvm::Module& m) {
   int bits = 0;
   for (const llvm::Function& f : m)
@@ -57,6 +65,7 @@ struct LlvmJit::Impl {
   std::unique_ptr<llvm::TargetMachine> tm;
   std::string cpu, features, host;
   bool libmvec = false;
+  bool vector_variants = false;  // scalar_functions.h: AVX2 and FMA
   KernelCache cache{"cpu"};
   // A kernel linked into the JIT: its own resource tracker, so that dropping the last
   // reference unlinks it and frees its code. The table holds one reference and each
@@ -88,6 +97,7 @@ struct LlvmJit::Impl {
                 "creating the ORC LLJIT");
     std::string err;
     libmvec = !llvm::sys::DynamicLibrary::LoadLibraryPermanently("libmvec.so.1", &err);
+    vector_variants = has_feature(features, "+avx2") && has_feature(features, "+fma");
     jit->getMainJITDylib().addGenerator(
         check(llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
                   jit->getDataLayout().getGlobalPrefix()),
@@ -106,6 +116,7 @@ struct LlvmJit::Impl {
     if (libmvec)
       tlii.addVectorizableFunctionsFromVecLib(llvm::TargetLibraryInfoImpl::LIBMVEC_X86,
                                               tm->getTargetTriple());
+    if (vector_variants) add_vector_variants(tlii);
     return tlii;
   }
 
@@ -126,6 +137,13 @@ struct LlvmJit::Impl {
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
+    // The vector forms the loop vectorizer called (scalar_functions.h) go inline into the
+    // vector loop, then that loop is simplified once more.
+    mpm.addPass(llvm::AlwaysInlinerPass());
+    llvm::FunctionPassManager fpm;
+    fpm.addPass(llvm::InstCombinePass());
+    fpm.addPass(llvm::SimplifyCFGPass());
+    mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
     mpm.run(m, mam);
   }
 
@@ -196,7 +214,7 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
   std::unique_ptr<llvm::Module> module = emit_kernel(kernel, symbol, context);
   module->setDataLayout(impl_->tm->createDataLayout());
   module->setTargetTriple(impl_->tm->getTargetTriple().str());
-  link_scalar_functions(*module);
+  link_scalar_functions(*module, impl_->vector_variants);
   for (llvm::Function& f : *module) {
     if (f.isDeclaration()) continue;
     f.addFnAttr("target-cpu", impl_->cpu);

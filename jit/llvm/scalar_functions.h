@@ -7,7 +7,8 @@
 // The code generator calls scalar_function_name(...) by name; link_scalar_functions then
 // links the functions a kernel module calls into it (the bitcode is read lazily: only
 // those are loaded), gives them internal linkage and alwaysinline, so the O3
-// pipeline inlines and vectorizes them like hand-written IR.
+// pipeline inlines and vectorizes them like hand-written IR (float erf and GELU: see
+// vector_variants below).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +19,7 @@
 
 namespace llvm {
 class Module;
+class TargetLibraryInfoImpl;
 }  // namespace llvm
 
 namespace kiln::jit::llvm_backend {
@@ -27,8 +29,15 @@ namespace kiln::jit::llvm_backend {
 std::string scalar_function_name(OpId fn, bool approximate, DType operand);
 
 // Links the scalar functions `module` calls into it; throws std::runtime_error naming any
-// that the bitcode lacks (an op on a type it has no function for).
-void link_scalar_functions(llvm::Module& module);
+// that the bitcode lacks (an op on a type it has no function for). With vector_variants
+// (the host has AVX2 and FMA), the 8-lane forms of float erf and the erf GELU come too
+// (jit/llvm/bitcode/vector_functions.cpp: the eager kernels' xsimd code, which skips the
+// branch no lane needs), and the two scalar functions stay calls (noinline) for the loop
+// vectorizer to replace with them; the scalar remainder loop calls the scalar form.
+void link_scalar_functions(llvm::Module& module, bool vector_variants);
+
+// Registers the vector forms with the loop vectorizer (same condition as above).
+void add_vector_variants(llvm::TargetLibraryInfoImpl& tlii);
 
 // FNV-1a of the embedded bitcode: part of every kernel cache key, so kernels compiled
 // against other scalar functions are never reused.

@@ -15,6 +15,7 @@
 #include "jit/kernel_cache.h"
 #include "jit/kernel_ir.h"
 #include "ops/api.h"
+#include "ops/cpu/simd.h"
 #include "tracer_util.h"
 #ifdef KILN_WITH_LLVM
 #include "jit/llvm/llvm_jit.h"
@@ -123,7 +124,8 @@ INSTANTIATE_TEST_SUITE_P(Dtypes, JitUnary,
                                            DType::BFloat16),
                          param_name);
 
-// float32 erf in the fused kernels is ops/cpu/vectorizable_math.h's erf_by_exp (a
+// float32 erf in the fused kernels is ops/cpu/vectorizable_math.h's erf_by_exp (on hosts
+// without AVX2, and for a kernel's scalar remainder elsewhere; the next test) (a
 // Taylor branch below |x| = 1, exp times a fitted polynomial above), eager's is
 // xsimd::erf / erff: both within a few ulp of the float64 erf on fresh random values
 // across both branches, the split, the clamp at 4, tiny values, and +-inf / NaN; and the
@@ -152,6 +154,33 @@ TEST_F(JitCpu, ErfFloat32WithinAFewUlpOfFloat64) {
   const Host gelu_ref = map(h, [](double v) { return v * (1.0 + std::erf(v / std::sqrt(2.0))); });
   EXPECT_TRUE(
       all_close(traced([&] { return kiln::gelu(x, false) * 2.0; }), gelu_ref, Tol{3.6e-7, 6e-7}));
+}
+
+// Where the host has AVX2 and FMA, float erf and the erf GELU in a fused kernel run the
+// eager kernels' xsimd code for every full vector of 8 lanes
+// (jit/llvm/bitcode/vector_functions.cpp): on inputs all in xsimd's short branch (|x| <
+// 2/3), in its long one, and mixed, the fused results equal eager's bit for bit where the
+// eager kernels are the AVX2 ones (4096 elements: no scalar remainder), and stay within
+// erf's tolerance of float64 everywhere.
+TEST_F(JitCpu, ErfAndGeluVectorFormsAreTheEagerKernels) {
+  const bool avx2 = std::string(kiln::cpu::simd::kernels().arch) == "avx2";
+  for (double range : {0.6, 3.0, 8.0}) {
+    for (bool gelu : {false, true}) {
+      tr::reset();
+      const Host h = random_host({4096}, DType::Float32, {-range, range});
+      Tensor x = make(h, DType::Float32);
+      auto f = [&] { return (gelu ? kiln::gelu(x, false) : kiln::erf(x)) * 2.0; };
+      const Host fused = read(traced(f));
+      const Host ref = read(eager(f));
+      if (avx2) {
+        EXPECT_TRUE(all_close(fused, ref, Tol{0.0, 0.0})) << "range " << range;
+      }
+      const Host exact = map(h, [&](double v) {
+        return 2.0 * (gelu ? 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))) : std::erf(v));
+      });
+      EXPECT_TRUE(all_close(fused, exact, Tol{3.6e-7, 6e-7})) << "range " << range;
+    }
+  }
 }
 
 TEST_F(JitCpu, GeluBothFormsAndClampAndCast) {
