@@ -38,6 +38,7 @@ if(KILN_HAVE_LLVM)
             -emit-llvm -c ${PROJECT_SOURCE_DIR}/jit/llvm/bitcode/vector_functions.cpp
             -o ${vector_bitcode}
     DEPENDS ${PROJECT_SOURCE_DIR}/jit/llvm/bitcode/vector_functions.cpp ${KILN_POINTWISE_HEADERS}
+            ${PROJECT_SOURCE_DIR}/ops/cpu/arch/pointwise_simd.h ${PROJECT_SOURCE_DIR}/ops/cpu/simd.h
     COMMENT "Compiling the xsimd vector forms to LLVM bitcode"
     COMMAND_EXPAND_LISTS
     VERBATIM)

@@ -14,6 +14,7 @@ namespace kiln {
 namespace {
 
 thread_local bool tls_in_parallel = false;
+std::atomic<int> g_spin_holds{0};  // SpinHold scopes open (any thread)
 
 class ThreadPool {
  public:
@@ -76,8 +77,10 @@ class ThreadPool {
       // which on this project's 2-core VMs took long enough that the caller had done
       // most chunks alone (bench/models on the CPU, traced: GPT 53 -> 35 ms a step, CNN
       // 33 -> 26 ms with 200 us).
+      // No spin while a SpinHold is open: a background compile gets the core.
       const auto spin_until = std::chrono::steady_clock::now() + spin_;
       while (published_.load(std::memory_order_acquire) == seen &&
+             g_spin_holds.load(std::memory_order_relaxed) == 0 &&
              std::chrono::steady_clock::now() < spin_until) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
@@ -114,6 +117,13 @@ class ThreadPool {
     return std::chrono::microseconds(env ? std::max(0, std::atoi(env)) : 200);
   }
 };
+
+}  // namespace
+
+SpinHold::SpinHold() { g_spin_holds.fetch_add(1, std::memory_order_relaxed); }
+SpinHold::~SpinHold() { g_spin_holds.fetch_sub(1, std::memory_order_relaxed); }
+
+namespace {
 
 int default_threads() {
   if (const char* env = std::getenv("KILN_NUM_THREADS")) {

@@ -14,6 +14,16 @@ namespace kiln {
 int num_threads();
 void set_num_threads(int n);
 
+// While one is open (on any thread), idle workers sleep at once instead of spinning: for
+// work off the pool that needs the cores (the tracer's background compile thread).
+class SpinHold {
+ public:
+  SpinHold();
+  ~SpinHold();
+  SpinHold(const SpinHold&) = delete;
+  SpinHold& operator=(const SpinHold&) = delete;
+};
+
 void parallel_for_impl(int64_t begin, int64_t end, int64_t grain,
                        const std::function<void(int64_t, int64_t)>& body);
 

@@ -13,6 +13,7 @@
 #include <new>
 #include <thread>
 
+#include "runtime/parallel.h"
 #include "tracer/statistics.h"
 #include "tracer/tracer.h"
 
@@ -157,7 +158,11 @@ class CompileQueue {
         running_ = job.get();
         ++started_count_;
       }
-      CompileResult result = compile_program(job->program());
+      CompileResult result;
+      {
+        const SpinHold hold;  // the pool's idle workers leave the cores to the compile
+        result = compile_program(job->program());
+      }
       {
         std::lock_guard<std::mutex> lock(mutex_);
         job->result_ = std::move(result);

@@ -17,8 +17,6 @@
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
 #include <llvm/Transforms/IPO/AlwaysInliner.h>
-#include <llvm/Transforms/InstCombine/InstCombine.h>
-#include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -138,12 +136,9 @@ struct LlvmJit::Impl {
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     // The vector forms the loop vectorizer called (scalar_functions.h) go inline into the
-    // vector loop, then that loop is simplified once more.
+    // vector loop: a call spills the loop's live vectors, which costs as much as a short
+    // polynomial.
     mpm.addPass(llvm::AlwaysInlinerPass());
-    llvm::FunctionPassManager fpm;
-    fpm.addPass(llvm::InstCombinePass());
-    fpm.addPass(llvm::SimplifyCFGPass());
-    mpm.addPass(llvm::createModuleToFunctionPassAdaptor(std::move(fpm)));
     mpm.run(m, mam);
   }
 

@@ -5,6 +5,7 @@
 // their strides; scatters start from a copy of the input and then write (or add) the
 // source in index order, so with repeated indices the last write wins (PyTorch leaves
 // that case unspecified). Additions happen in compute_t (16-bit floats in float).
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/kernel_io.h"
@@ -84,13 +85,20 @@ void run_scatter(const OpCall& c, const Tensor& out) {
       const DimSplit s = split_at_dim(src.sizes(), dim);
       const C alpha = c.scalars[0].to<C>();
       const T* v = src.data<T>();
+      const int64_t dst_size = size_along(dst, dim);
+      // Row by row of `inner` contiguous elements (an embedding's gradient: one row per
+      // token), the inner loop a flat multiply-add the compiler vectorizes.
       for (int64_t o = 0; o < s.outer; ++o)
-        for (int64_t j = 0; j < s.size; ++j)
-          for (int64_t r = 0; r < s.inner; ++r) {
-            T& e = y[(o * size_along(dst, dim) + index[static_cast<size_t>(j)]) * s.inner + r];
-            e = to_element<T>(static_cast<C>(e) +
-                              alpha * static_cast<C>(v[(o * s.size + j) * s.inner + r]));
+        for (int64_t j = 0; j < s.size; ++j) {
+          T* e = y + (o * dst_size + index[static_cast<size_t>(j)]) * s.inner;
+          const T* a = v + (o * s.size + j) * s.inner;
+          if constexpr (std::is_same_v<T, C>) {
+            for (int64_t r = 0; r < s.inner; ++r) e[r] += alpha * a[r];
+          } else {
+            for (int64_t r = 0; r < s.inner; ++r)
+              e[r] = to_element<T>(static_cast<C>(e[r]) + alpha * static_cast<C>(a[r]));
           }
+        }
       return;
     }
     const bool add = c.op == OpId::ScatterAdd;
