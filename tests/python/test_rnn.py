@@ -251,6 +251,24 @@ def test_fused_lstm_larger_matches_torch(rng, fused_calls, kwargs, loss_on, dtyp
     compare_grads(km, tm, tol)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fused_lstm_large_batch_matches_torch(rng, fused_calls, dtype):
+    """A batch whose row blocks exceed ops/cpu/lstm.cpp's kSmallGemmRows (64): the
+    recurrent products go to the BLAS instead of simd's gemm_acc."""
+    n_in, hidden, seq, batch = 7, 12, 5, 150
+    tm, km = make_pair("LSTM", (n_in, hidden), dict(num_layers=2), dtype)
+    xk, xt = leaf_pair(rng, (seq, batch, n_in), dtype)
+    ok, (hnk, cnk) = km(xk)
+    assert len(fused_calls) == 2
+    ot, (hnt, cnt) = tm(xt)
+    tol = TOL[dtype]
+    for a, b in zip([ok, hnk, cnk], [ot, hnt, cnt]):
+        assert_close(a, b.detach(), **tol)
+    backprop(rng, [ok, hnk, cnk], [ot, hnt, cnt], dtype)
+    assert_close(xk.grad, xt.grad, **tol)
+    compare_grads(km, tm, tol)
+
+
 def test_fused_lstm_agrees_with_the_composed_steps(rng, monkeypatch, fused_calls):
     """The same module, fused and composed (fused_lstm = False), on one input: the
     outputs and every gradient agree to float64 rounding."""
