@@ -1,8 +1,7 @@
 // CPU fused LSTM layer (layout and math: ops/lstm_layout.h). One pass over time each
 // way; per step one GEMM (the hidden projection) and the gate math in flat loops over the
 // step's [B, 4H] rows with the SIMD sigmoid and tanh of ops/cpu/simd.h (the eager
-// kernels' functors; the step's product through simd's gemm_acc for small row blocks).
-// Batch rows never mix, so the batch is split into blocks of rows,
+// kernels' functors). Batch rows never mix, so the batch is split into blocks of rows,
 // one per thread, each running the whole time loop: no synchronization between steps (a
 // batch too small to split runs on one thread, its GEMMs split by ops/cpu/blas_gemm.h).
 //
@@ -32,12 +31,6 @@ GemmOperand rows_of(const void* p, int64_t rows, int64_t cols) { return {p, rows
 GemmOperand transposed(const void* p, int64_t rows, int64_t cols) {
   return {p, rows, cols, 1, rows};
 }
-
-// The recurrent products of a block of at most this many rows run simd's gemm_acc (the
-// weight read in place, in the layout the product wants: w_hh^T for the forward, w_hh for
-// the backward); larger blocks call the BLAS, whose packing of the weight on every call
-// pays off over more rows.
-constexpr int64_t kSmallGemmRows = 64;
 
 // Rows per block of the batch split: blocks of at least 4 rows, one per thread.
 int64_t batch_grain(int64_t B) {
@@ -81,18 +74,8 @@ void forward(const OpCall& call, const Tensor& out) {
   C* gates = packed + s.gates_offset();
   const TimeOrder order{s.T, call.attrs.reverse};
   const auto tanh = simd::table<C>().unary[static_cast<int>(OpId::Tanh)];
-  const auto gemm_acc = simd::table<C>().gemm_acc;
-  const int64_t grain = batch_grain(B);
-  // w_hh^T ([H, 4H], row-major) for the small products.
-  std::vector<C> w_t;
-  if (grain <= kSmallGemmRows) {
-    w_t.resize(static_cast<size_t>(4 * H * H));
-    const C* wp = w.data<C>();
-    for (int64_t n = 0; n < 4 * H; ++n)
-      for (int64_t k = 0; k < H; ++k) w_t[static_cast<size_t>(k * 4 * H + n)] = wp[n * H + k];
-  }
   // Batch rows never mix: each block of rows runs the whole time loop on its own.
-  parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
+  parallel_for(0, B, batch_grain(B), [&](int64_t b0, int64_t b1) {
     const int64_t rows = b1 - b0;
     std::vector<C> tc(static_cast<size_t>(rows * H));
     const C* h_prev = h0.data<C>() + b0 * H;
@@ -101,10 +84,7 @@ void forward(const OpCall& call, const Tensor& out) {
       const int64_t t = order.at(k);
       C* g = gates + (t * B + b0) * 4 * H;
       std::memcpy(g, xw.data<C>() + (t * B + b0) * 4 * H, sizeof(C) * rows * 4 * H);
-      if (rows <= kSmallGemmRows && !w_t.empty())
-        gemm_acc(h_prev, H, w_t.data(), 4 * H, g, 4 * H, rows, 4 * H, H);
-      else
-        gemm(dt, rows_of(h_prev, rows, H), transposed(w.data<C>(), H, 4 * H), g, 4 * H, true);
+      gemm(dt, rows_of(h_prev, rows, H), transposed(w.data<C>(), H, 4 * H), g, 4 * H, true);
       activate(g, rows, H);
       C* c = cs + t * BH + b0 * H;
       C* h = y + t * BH + b0 * H;
@@ -158,7 +138,6 @@ void backward(const OpCall& call, const Tensor& out) {
   C* dw = grads + s.dw_offset();
   const TimeOrder order{s.T, call.attrs.reverse};
   const auto tanh = simd::table<C>().unary[static_cast<int>(OpId::Tanh)];
-  const auto gemm_acc = simd::table<C>().gemm_acc;
   std::memset(dh, 0, sizeof(C) * BH);
   std::memcpy(dc, gy + s.T * BH, sizeof(C) * BH);
   parallel_for(0, B, batch_grain(B), [&](int64_t b0, int64_t b1) {
@@ -188,13 +167,8 @@ void backward(const OpCall& call, const Tensor& out) {
         }
       }
       // dh_prev = dG_t @ w_hh ([rows, 4H] x [4H, H])
-      if (rows <= kSmallGemmRows) {
-        std::memset(dh + b0 * H, 0, sizeof(C) * rows * H);
-        gemm_acc(dgates + (t * B + b0) * G4, G4, w.data<C>(), H, dh + b0 * H, H, rows, H, G4);
-      } else {
-        gemm(dt, rows_of(dgates + (t * B + b0) * G4, rows, G4), rows_of(w.data<C>(), G4, H),
-             dh + b0 * H, H, false);
-      }
+      gemm(dt, rows_of(dgates + (t * B + b0) * G4, rows, G4), rows_of(w.data<C>(), G4, H),
+           dh + b0 * H, H, false);
     }
   });
   // dw_hh = sum_t dG_t^T h_prev_t: the T - 1 steps whose h_prev is a row block of y (one

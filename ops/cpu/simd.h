@@ -23,19 +23,12 @@ struct KernelTable {
   using Compare = void (*)(const T* a, const T* b, bool* out, int64_t n);
   // out = min(max(x, lo), hi) with NaN kept; pass -inf / +inf for a missing bound.
   using Clamp = void (*)(const T* x, T* out, int64_t n, T lo, T hi);
-  // c[m, n] += a[m, k] b[k, n], row-major with row strides lda, ldb, ldc (unit column
-  // strides): a register-blocked product that reads b in place, for products of a few
-  // rows that run many times against one matrix (the LSTM's recurrent step; a BLAS call
-  // would pack b every time). Single-threaded.
-  using GemmAcc = void (*)(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
-                           int64_t m, int64_t n, int64_t k);
 
   Unary unary[kNumOps] = {};      // every Unary-family op but Cast; Gelu is the erf form
   Unary gelu_tanh = nullptr;      // Gelu with attrs.approximate_tanh
   Binary binary[kNumOps] = {};    // Add, Sub, Mul, Div, Pow, Maximum, Minimum
   Compare compare[kNumOps] = {};  // Eq, Ne, Lt, Le, Gt, Ge
   Clamp clamp = nullptr;
-  GemmAcc gemm_acc = nullptr;
 };
 
 struct KernelSet {

@@ -253,8 +253,7 @@ def test_fused_lstm_larger_matches_torch(rng, fused_calls, kwargs, loss_on, dtyp
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_fused_lstm_large_batch_matches_torch(rng, fused_calls, dtype):
-    """A batch whose row blocks exceed ops/cpu/lstm.cpp's kSmallGemmRows (64): the
-    recurrent products go to the BLAS instead of simd's gemm_acc."""
+    """A batch of 150: row blocks of 75 per thread, each running its whole time loop."""
     n_in, hidden, seq, batch = 7, 12, 5, 150
     tm, km = make_pair("LSTM", (n_in, hidden), dict(num_layers=2), dtype)
     xk, xt = leaf_pair(rng, (seq, batch, n_in), dtype)

@@ -196,57 +196,6 @@ inline void compare2(const T* a, const T* b, bool* out, int64_t n, F f) {
   }
 }
 
-// ---- small matrix products: C[m, n] += A[m, k] B[k, n], all row-major (rows lda, ldb,
-// ldc elements apart). Blocks of 4 rows x 2 batches of columns held in 8 accumulators;
-// for each k one load of B's two batches serves the 4 rows. B is read as it lies: no
-// packing, which is what makes this beat a BLAS call on the recurrent products of an
-// LSTM step (a few rows against a weight the BLAS would pack again on every call).
-template <class T, class Arch, int Rows>
-inline void gemm_rows(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc,
-                      int64_t k, int64_t j) {
-  using B = xsimd::batch<T, Arch>;
-  constexpr int64_t W = static_cast<int64_t>(B::size);
-  B acc0[Rows], acc1[Rows];
-  for (int r = 0; r < Rows; ++r) {
-    acc0[r] = B::load_unaligned(c + r * ldc + j);
-    acc1[r] = B::load_unaligned(c + r * ldc + j + W);
-  }
-  for (int64_t p = 0; p < k; ++p) {
-    const B b0 = B::load_unaligned(b + p * ldb + j);
-    const B b1 = B::load_unaligned(b + p * ldb + j + W);
-    for (int r = 0; r < Rows; ++r) {
-      const B av(a[r * lda + p]);
-      acc0[r] = xsimd::fma(av, b0, acc0[r]);
-      acc1[r] = xsimd::fma(av, b1, acc1[r]);
-    }
-  }
-  for (int r = 0; r < Rows; ++r) {
-    acc0[r].store_unaligned(c + r * ldc + j);
-    acc1[r].store_unaligned(c + r * ldc + j + W);
-  }
-}
-
-template <class T, class Arch>
-void gemm_acc_kernel(const T* a, int64_t lda, const T* b, int64_t ldb, T* c, int64_t ldc, int64_t m,
-                     int64_t n, int64_t k) {
-  constexpr int64_t W = static_cast<int64_t>(xsimd::batch<T, Arch>::size);
-  int64_t j = 0;
-  for (; j + 2 * W <= n; j += 2 * W) {
-    int64_t i = 0;
-    for (; i + 4 <= m; i += 4)
-      gemm_rows<T, Arch, 4>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, k, j);
-    for (; i + 2 <= m; i += 2)
-      gemm_rows<T, Arch, 2>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, k, j);
-    for (; i < m; ++i) gemm_rows<T, Arch, 1>(a + i * lda, lda, b, ldb, c + i * ldc, ldc, k, j);
-  }
-  for (int64_t i = 0; i < m; ++i)  // the columns past the last block
-    for (int64_t jj = j; jj < n; ++jj) {
-      T sum = c[i * ldc + jj];
-      for (int64_t p = 0; p < k; ++p) sum += a[i * lda + p] * b[p * ldb + jj];
-      c[i * ldc + jj] = sum;
-    }
-}
-
 // ---- the table entries
 
 template <class T, class Arch, OpId Op>
@@ -291,7 +240,6 @@ void fill_table(KernelTable<T>& t) {
 #undef KILN_OP
   t.gelu_tanh = &unary_functor_kernel<T, Arch, pm::GeluTanh>;
   t.clamp = &clamp_kernel<T, Arch>;
-  t.gemm_acc = &gemm_acc_kernel<T, Arch>;
 }
 
 template <class Arch>
