@@ -136,8 +136,7 @@ struct LlvmJit::Impl {
     pb.crossRegisterProxies(lam, fam, cgam, mam);
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3);
     // The vector forms the loop vectorizer called (scalar_functions.h) go inline into the
-    // vector loop: a call spills the loop's live vectors, which costs as much as a short
-    // polynomial.
+    // vector loop.
     mpm.addPass(llvm::AlwaysInlinerPass());
     mpm.run(m, mam);
   }

@@ -23,16 +23,13 @@ namespace {
 constexpr const char* kPrefix = "kiln_fn_";
 
 // Scalar functions with an 8-lane form in vector_functions.bc (same name + "_x8" under
-// kiln_vfn_), which the loop vectorizer calls for 8 lanes of the scalar one. inlined: the
-// form goes inline into the vector loop after vectorization (llvm_jit.cpp), worth it for
-// erf/GELU (a call spills the loop's vectors, as much as the short polynomial costs on
-// small inputs: a GELU kernel 0.94 -> 0.53 ms); exp stays a call (no measurable gain
-// inline, and inlining it into every softmax kernel doubled a training step's compile time).
-struct Vectorized {
-  const char* base;
-  bool inlined;
-};
-constexpr Vectorized kVectorized[] = {{"erf_f32", true}, {"gelu_f32", true}, {"exp_f32", false}};
+// kiln_vfn_), which the loop vectorizer calls for 8 lanes of the scalar one; the form goes
+// inline into the vector loop after vectorization (llvm_jit.cpp): a call spills the loop's
+// vectors, as much as the short polynomial costs on small inputs (a GELU kernel 0.94 ->
+// 0.53 ms). Float exp has none: xsimd's exp measured slower than libmvec's on ordinary
+// inputs (a [4096, 256] softmax 1.34 ms against 0.74-1.0), and the inputs libmvec is slow
+// on (-inf) are kept from it where they occur (jit/lower.cpp's softmax rows).
+constexpr const char* kVectorized[] = {"erf_f32", "gelu_f32"};
 constexpr unsigned kVectorLanes = 8;
 constexpr const char* kVectorPrefix = "kiln_vfn_";
 
@@ -88,9 +85,9 @@ std::string scalar_function_name(OpId fn, bool approximate, DType operand) {
 void add_vector_variants(llvm::TargetLibraryInfoImpl& tlii) {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const Vectorized& v : kVectorized) {
-      n.push_back(kPrefix + std::string(v.base));
-      n.push_back(vector_name(v.base));
+    for (const char* base : kVectorized) {
+      n.push_back(kPrefix + std::string(base));
+      n.push_back(vector_name(base));
     }
     return n;
   }();
@@ -107,15 +104,14 @@ void add_vector_variants(llvm::TargetLibraryInfoImpl& tlii) {
 void link_scalar_functions(llvm::Module& module, bool vector_variants) {
   // The vector forms of the functions this module calls are declared, so that they are
   // linked in too.
-  std::vector<std::string> scalar_with_vector, called_vector_forms;
+  std::vector<std::string> scalar_with_vector;
   if (vector_variants) {
     llvm::LLVMContext& c = module.getContext();
     auto* v8f = llvm::FixedVectorType::get(llvm::Type::getFloatTy(c), kVectorLanes);
-    for (const Vectorized& v : kVectorized) {
-      if (!module.getFunction(kPrefix + std::string(v.base))) continue;
-      scalar_with_vector.push_back(kPrefix + std::string(v.base));
-      module.getOrInsertFunction(vector_name(v.base), llvm::FunctionType::get(v8f, {v8f}, false));
-      if (!v.inlined) called_vector_forms.push_back(vector_name(v.base));
+    for (const char* base : kVectorized) {
+      if (!module.getFunction(kPrefix + std::string(base))) continue;
+      scalar_with_vector.push_back(kPrefix + std::string(base));
+      module.getOrInsertFunction(vector_name(base), llvm::FunctionType::get(v8f, {v8f}, false));
     }
   }
   link_needed(module, "scalar_functions.bc");
@@ -140,10 +136,7 @@ void link_scalar_functions(llvm::Module& module, bool vector_variants) {
     // it (its scalar remainder loop calls it as it is).
     const bool has_vector = std::find(scalar_with_vector.begin(), scalar_with_vector.end(),
                                       f.getName().str()) != scalar_with_vector.end();
-    const bool stays_call = std::find(called_vector_forms.begin(), called_vector_forms.end(),
-                                      f.getName().str()) != called_vector_forms.end();
-    f.addFnAttr(has_vector || stays_call ? llvm::Attribute::NoInline
-                                         : llvm::Attribute::AlwaysInline);
+    f.addFnAttr(has_vector ? llvm::Attribute::NoInline : llvm::Attribute::AlwaysInline);
     if (vector_form) llvm::appendToCompilerUsed(module, {&f});  // kept for the vectorizer
     // The kernel's CPU and features replace clang's generic x86-64 ones (llvm_jit.cpp).
     f.removeFnAttr("target-cpu");

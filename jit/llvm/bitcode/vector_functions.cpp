@@ -4,16 +4,12 @@
 // xsimd code beats what the LLVM loop vectorizer makes of the scalar form. Each is the
 // eager AVX2 kernels' own vector functor (ops/cpu/arch/pointwise_simd.h's VectorUnary, on
 // an xsimd fma3<avx2> batch), so a full vector of a fused kernel computes the eager
-// kernel's bits. jit/llvm/scalar_functions.cpp maps the scalar function onto its vector
-// form for the loop vectorizer (kVectorized), on hosts with AVX2 and FMA.
+// kernel's bits (in release builds). jit/llvm/scalar_functions.cpp maps the scalar function onto
+// its vector form for the loop vectorizer (kVectorized), on hosts with AVX2 and FMA.
 //
-// - float erf (and the erf GELU): xsimd::erf skips the branch no lane needs (inputs all
-//   below 2/3 in magnitude cost one short polynomial), where the scalar erf_by_exp of
-//   ops/cpu/vectorizable_math.h computes both polynomials and an exp for every lane.
-// - float exp: glibc libmvec's expf, what the vectorizer calls otherwise, computes lanes
-//   beyond its range (-inf: a masked softmax's dropped keys; |x| > 87) one by one with a
-//   scalar call: a causal softmax ran 4x slower fused than eager. xsimd's has no such
-//   path.
+// Float erf (and the erf GELU): xsimd::erf skips the branch no lane needs (inputs all
+// below 2/3 in magnitude cost one short polynomial), where the scalar erf_by_exp of
+// ops/cpu/vectorizable_math.h computes both polynomials and an exp for every lane.
 #define KILN_SIMD_ARCH_TAG jit_bitcode
 #include "ops/cpu/arch/pointwise_simd.h"
 
@@ -35,4 +31,3 @@ using kiln::cpu::simd::unary8;
 
 extern "C" __m256 kiln_vfn_erf_f32_x8(__m256 x) { return unary8<OpId::Erf>(x); }
 extern "C" __m256 kiln_vfn_gelu_f32_x8(__m256 x) { return unary8<OpId::Gelu>(x); }
-extern "C" __m256 kiln_vfn_exp_f32_x8(__m256 x) { return unary8<OpId::Exp>(x); }
