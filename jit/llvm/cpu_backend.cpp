@@ -3,6 +3,12 @@
 // its Executable is FusedCpuTrace, run step by step, each kernel parallel over the cores.
 // A program not entirely on the CPU is declined (another backend, or the interpreter,
 // takes it).
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+
 #include "jit/compile_driver.h"
 #include "jit/fused_trace.h"
 #include "jit/llvm/llvm_jit.h"
@@ -86,7 +92,13 @@ class FusedCpuTrace final : public FusedTrace {
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;  // per step (null: not a kernel)
 };
 
-// One attempt's LLVM kernels: each compiled (or found in the kernel cache) as it is added.
+// One attempt's LLVM kernels: add() takes each kernel from the in-memory table or the
+// disk cache when it is there, and leaves the rest to finish(), which compiles them on up
+// to kCompileThreads threads at once (the calling thread one of them; LlvmJit compiles
+// outside its lock). With KILN_LLVM_JIT_FAIL add() compiles (fails) at once, so that the
+// group alone runs eagerly, as a failed compile did before.
+constexpr unsigned kCompileThreads = 8;
+
 class LlvmKernelBuild final : public KernelBuild {
  public:
   explicit LlvmKernelBuild(const DebugDump& dump) : dump_(dump) {}
@@ -94,20 +106,42 @@ class LlvmKernelBuild final : public KernelBuild {
   void add(size_t s, const FusionGroup& group, LoweredKernel lowered) override {
     auto k = std::make_unique<CompiledKernel>();
     k->lowered = std::move(lowered);
-    const KernelBinary bin = LlvmJit::instance().get(k->lowered.kernel, dump_.active());
-    k->fn = bin.fn;
-    k->pin = bin.pin;
-    static const char* const sources[] = {"memory", "disk cache", "compiled"};
-    timings_ += "kernel " + std::to_string(s) + ": " + std::to_string(bin.ms) + " ms (" +
-                sources[static_cast<int>(bin.source)] + "), vector width " +
-                std::to_string(bin.vector_width) + " bits\n";
-    if (dump_.active()) dump_.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
+    if (LlvmJit::compile_refused()) take(s, *k, LlvmJit::instance().get(k->lowered.kernel, false));
     for (const OperandBinding& o : k->lowered.operands)
       k->strides.insert(k->strides.end(), o.strides.begin(), o.strides.end());
     const int64_t per_unit = group.reduced_dims ? std::max<int64_t>(k->lowered.cols, 1) : 1;
     k->grain = std::max<int64_t>(1, (1 << 15) / per_unit);
     if (kernels_.size() <= s) kernels_.resize(s + 1);
     kernels_[s] = std::move(k);
+  }
+
+  void finish() override {
+    std::vector<size_t> todo;
+    for (size_t s = 0; s < kernels_.size(); ++s)
+      if (kernels_[s] && !kernels_[s]->fn) todo.push_back(s);
+    std::vector<KernelBinary> bins(todo.size());
+    std::atomic<size_t> next{0};
+    std::exception_ptr error;
+    std::mutex error_mutex;
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+        try {
+          bins[i] = LlvmJit::instance().get(kernels_[todo[i]]->lowered.kernel, dump_.active());
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (!error) error = std::current_exception();
+        }
+      }
+    };
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const size_t helpers =
+        std::min<size_t>({todo.size() ? todo.size() - 1 : 0, kCompileThreads - 1, cores - 1});
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
+    work();
+    for (std::thread& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+    for (size_t i = 0; i < todo.size(); ++i) take(todo[i], *kernels_[todo[i]], bins[i]);
   }
 
   std::string compile_report() const override {
@@ -123,6 +157,17 @@ class LlvmKernelBuild final : public KernelBuild {
   }
 
  private:
+  // Step s's kernel is bin: its entry point, the timing line, the IR dump.
+  void take(size_t s, CompiledKernel& k, const KernelBinary& bin) {
+    k.fn = bin.fn;
+    k.pin = bin.pin;
+    static const char* const sources[] = {"memory", "disk cache", "compiled"};
+    timings_ += "kernel " + std::to_string(s) + ": " + std::to_string(bin.ms) + " ms (" +
+                sources[static_cast<int>(bin.source)] + "), vector width " +
+                std::to_string(bin.vector_width) + " bits\n";
+    if (dump_.active()) dump_.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
+  }
+
   const DebugDump& dump_;
   std::vector<std::unique_ptr<CompiledKernel>> kernels_;  // per step (null: not a kernel)
   std::string timings_;

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 
 #include <llvm/Analysis/TargetLibraryInfo.h>
@@ -60,7 +61,8 @@ int widest_vector_bits(const llvm::Module& m) {
 struct LlvmJit::Impl {
   std::mutex mutex;
   std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> tm;
+  std::unique_ptr<llvm::TargetMachine> tm;                 // the data layout and triple (read-only)
+  std::optional<llvm::orc::JITTargetMachineBuilder> jtmb;  // per-thread machines
   std::string cpu, features, host;
   bool libmvec = false;
   bool vector_variants = false;  // scalar_functions.h: AVX2 and FMA
@@ -91,6 +93,7 @@ struct LlvmJit::Impl {
     cpu = jtmb.getCPU();
     features = jtmb.getFeatures().getString();
     tm = check(jtmb.createTargetMachine(), "creating the target machine");
+    this->jtmb = jtmb;
     jit = check(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
                 "creating the ORC LLJIT");
     std::string err;
@@ -118,6 +121,14 @@ struct LlvmJit::Impl {
     return tlii;
   }
 
+  // Compiles run on several threads at once (outside the mutex); a TargetMachine is not
+  // shared between concurrent compiles, so each thread has its own.
+  llvm::TargetMachine& thread_machine() {
+    thread_local std::unique_ptr<llvm::TargetMachine> machine;
+    if (!machine) machine = check(jtmb->createTargetMachine(), "creating the target machine");
+    return *machine;
+  }
+
   void optimize(llvm::Module& m) {
     llvm::LoopAnalysisManager lam;
     llvm::FunctionAnalysisManager fam;
@@ -126,7 +137,7 @@ struct LlvmJit::Impl {
     llvm::PipelineTuningOptions pto;
     pto.LoopVectorization = true;
     pto.SLPVectorization = true;
-    llvm::PassBuilder pb(tm.get(), pto);
+    llvm::PassBuilder pb(&thread_machine(), pto);
     llvm::TargetLibraryInfoImpl tlii = library_info();
     fam.registerPass([&] { return llvm::TargetLibraryAnalysis(tlii); });
     pb.registerModuleAnalyses(mam);
@@ -146,7 +157,7 @@ struct LlvmJit::Impl {
     llvm::raw_svector_ostream os(buffer);
     llvm::legacy::PassManager pm;
     pm.add(new llvm::TargetLibraryInfoWrapperPass(library_info()));
-    if (tm->addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
+    if (thread_machine().addPassesToEmitFile(pm, os, nullptr, llvm::CodeGenFileType::ObjectFile))
       throw std::runtime_error("[jit] the target cannot emit object files");
     pm.run(m);
     return std::string(buffer.data(), buffer.size());
@@ -179,7 +190,7 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
   out.key = hex64(fnv1a(text)) + hex64(fnv1a(text, 0x9e3779b97f4a7c15ull)) + "-" +
             hex64(fnv1a(impl_->host));
   const std::string symbol = "kiln_kernel_" + out.key.substr(0, 32);
-  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::unique_lock<std::mutex> lock(impl_->mutex);
   auto from_memory = [&](const std::shared_ptr<Impl::Linked>& linked) {
     out.fn = linked->fn;
     out.pin = linked;
@@ -202,8 +213,10 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
       return out;
     }
   }
-  if (const char* f = std::getenv("KILN_LLVM_JIT_FAIL"); f && *f && std::string(f) != "0")
+  if (compile_refused())
     throw std::runtime_error("[jit] compile refused: KILN_LLVM_JIT_FAIL is set");
+  // The compile itself runs without the lock: other threads compile other kernels.
+  lock.unlock();
   llvm::LLVMContext context;
   std::unique_ptr<llvm::Module> module = emit_kernel(kernel, symbol, context);
   module->setDataLayout(impl_->tm->createDataLayout());
@@ -221,11 +234,19 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
     llvm::raw_string_ostream os(out.llvm_ir);
     module->print(os, nullptr);
   }
+  std::string object;
+  {
+    lock.lock();
+    const bool linked_already = impl_->loaded.find(out.key) != nullptr;
+    lock.unlock();
+    if (!linked_already) object = impl_->emit_object(*module);
+  }
+  lock.lock();
+  // Linked meanwhile (another thread compiled the same kernel), or before (keep_ir).
   if (std::shared_ptr<Impl::Linked> e = impl_->loaded.find(out.key)) {
-    from_memory(e);  // already linked: this compile only produced the IR text
+    from_memory(e);
     return out;
   }
-  const std::string object = impl_->emit_object(*module);
   impl_->cache.store(out.key, object);
   std::shared_ptr<Impl::Linked> linked = impl_->link(symbol, object);
   out.fn = linked->fn;
@@ -235,6 +256,11 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
   out.source = KernelBinary::Source::Compiled;
   out.ms = ms_since(t0);
   return out;
+}
+
+bool LlvmJit::compile_refused() {
+  const char* f = std::getenv("KILN_LLVM_JIT_FAIL");
+  return f && *f && std::string(f) != "0";
 }
 
 LlvmJitStats LlvmJit::stats() const {

@@ -5,8 +5,10 @@
 //   (jit/llvm/scalar_functions) -> O3 for the host CPU (its name and features,
 //   glibc's libmvec as the vector math library when it loads) -> object file -> disk cache
 //   -> linked into the JIT.
-// Compiling is serialized by a mutex; looking a kernel up in memory takes the same lock
-// only briefly. Errors throw std::runtime_error (the caller falls back to eager kernels).
+// The table and the disk cache are behind a mutex; a compile runs outside it (each thread
+// with its own TargetMachine), so kernels compile in parallel (jit/llvm/cpu_backend.cpp
+// compiles a trace's kernels on several threads). Errors throw std::runtime_error (the caller falls
+// back to eager kernels).
 //
 // The in-memory table is an LRU of at most KILN_KERNEL_CACHE_ENTRIES kernels (default
 // 1024): beyond it, the least recently used kernel that no compiled trace holds (see
@@ -49,8 +51,11 @@ struct LlvmJitStats {
 class LlvmJit {
  public:
   static LlvmJit& instance();
-  // keep_ir: also return the optimized LLVM IR (for KILN_DEBUG_DIR).
+  // keep_ir: also return the optimized LLVM IR (for KILN_DEBUG_DIR). Thread-safe; several
+  // threads compile different kernels at once.
   KernelBinary get(const Kernel& kernel, bool keep_ir = false);
+  // KILN_LLVM_JIT_FAIL is set: get() compiles nothing (it still finds cached kernels).
+  static bool compile_refused();
   LlvmJitStats stats() const;
   std::string host() const;  // "skylake-avx512 +avx2,+avx512f,..." and the LLVM version
   std::string cache_dir() const;
