@@ -40,6 +40,15 @@ struct LstmShape {
   int64_t grads_numel() const { return dw_offset() + 4 * H * H; }
 };
 
+// Time position of the k-th step taken, and of the step before it (-1: none, h0 / c0),
+// for the kernels' loops over time.
+struct LstmTimeOrder {
+  int64_t T;
+  bool reverse;
+  int64_t at(int64_t k) const { return reverse ? T - 1 - k : k; }
+  int64_t prev(int64_t t) const { return reverse ? (t + 1 < T ? t + 1 : -1) : t - 1; }
+};
+
 // Index of h0 in a call of op (c0 and w_hh follow it).
 inline size_t lstm_h0_index(OpId op) { return op == OpId::LstmLayer ? 1 : 2; }
 

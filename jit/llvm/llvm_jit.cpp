@@ -17,12 +17,12 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/DynamicLibrary.h>
-#include <llvm/Transforms/IPO/AlwaysInliner.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/IPO/AlwaysInliner.h>
 
 #include "jit/debug_dump.h"
 #include "jit/kernel_cache.h"
@@ -234,13 +234,7 @@ KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
     llvm::raw_string_ostream os(out.llvm_ir);
     module->print(os, nullptr);
   }
-  std::string object;
-  {
-    lock.lock();
-    const bool linked_already = impl_->loaded.find(out.key) != nullptr;
-    lock.unlock();
-    if (!linked_already) object = impl_->emit_object(*module);
-  }
+  const std::string object = impl_->emit_object(*module);
   lock.lock();
   // Linked meanwhile (another thread compiled the same kernel), or before (keep_ir).
   if (std::shared_ptr<Impl::Linked> e = impl_->loaded.find(out.key)) {

@@ -7,8 +7,8 @@
 //   -> linked into the JIT.
 // The table and the disk cache are behind a mutex; a compile runs outside it (each thread
 // with its own TargetMachine), so kernels compile in parallel (jit/llvm/cpu_backend.cpp
-// compiles a trace's kernels on several threads). Errors throw std::runtime_error (the caller falls
-// back to eager kernels).
+// compiles a trace's kernels on several threads). Errors throw std::runtime_error (the
+// caller falls back to eager kernels).
 //
 // The in-memory table is an LRU of at most KILN_KERNEL_CACHE_ENTRIES kernels (default
 // 1024): beyond it, the least recently used kernel that no compiled trace holds (see

@@ -51,14 +51,6 @@ void activate(C* g, int64_t B, int64_t H) {
   }
 }
 
-// Time position of the k-th step taken, and of the step before it (-1: none, h0 / c0).
-struct TimeOrder {
-  int64_t T;
-  bool reverse;
-  int64_t at(int64_t k) const { return reverse ? T - 1 - k : k; }
-  int64_t prev(int64_t t) const { return reverse ? (t + 1 < T ? t + 1 : -1) : t - 1; }
-};
-
 template <class C>
 void forward(const OpCall& call, const Tensor& out) {
   const LstmShape s = lstm_shape(call);
@@ -72,7 +64,7 @@ void forward(const OpCall& call, const Tensor& out) {
   C* y = packed;
   C* cs = packed + s.c_offset();
   C* gates = packed + s.gates_offset();
-  const TimeOrder order{s.T, call.attrs.reverse};
+  const LstmTimeOrder order{s.T, call.attrs.reverse};
   const auto tanh = simd::table<C>().unary[static_cast<int>(OpId::Tanh)];
   // Batch rows never mix: each block of rows runs the whole time loop on its own.
   parallel_for(0, B, batch_grain(B), [&](int64_t b0, int64_t b1) {
@@ -136,7 +128,7 @@ void backward(const OpCall& call, const Tensor& out) {
   C* dh = grads + s.dh0_offset();  // the recurrent dh, dh0 at the end
   C* dc = grads + s.dc0_offset();  // the recurrent dc, dc0 at the end
   C* dw = grads + s.dw_offset();
-  const TimeOrder order{s.T, call.attrs.reverse};
+  const LstmTimeOrder order{s.T, call.attrs.reverse};
   const auto tanh = simd::table<C>().unary[static_cast<int>(OpId::Tanh)];
   std::memset(dh, 0, sizeof(C) * BH);
   std::memcpy(dc, gy + s.T * BH, sizeof(C) * BH);

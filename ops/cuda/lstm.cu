@@ -17,14 +17,6 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Time position of the k-th step taken, and of the step before it (-1: none, h0 / c0).
-struct TimeOrder {
-  int64_t T;
-  bool reverse;
-  int64_t at(int64_t k) const { return reverse ? T - 1 - k : k; }
-  int64_t prev(int64_t t) const { return reverse ? (t + 1 < T ? t + 1 : -1) : t - 1; }
-};
-
 // One step forward. g: the step's [B, 4H] gates, pre-activation on entry, activated on
 // exit; c_prev, c, h: [B, H]; c_last (or null): c written there as well (c_n).
 template <class T>
@@ -100,7 +92,7 @@ void forward(const OpCall& call, const Tensor& out) {
     check(cudaMemcpyAsync(gates, xw.data_ptr(), sizeof(T) * s.T * B * 4 * H,
                           cudaMemcpyDeviceToDevice, stream),
           op, "cudaMemcpyAsync");
-    const TimeOrder order{s.T, call.attrs.reverse};
+    const LstmTimeOrder order{s.T, call.attrs.reverse};
     const T* h_prev = static_cast<const T*>(h0.data_ptr());
     const T* c_prev = static_cast<const T*>(c0.data_ptr());
     for (int64_t k = 0; k < s.T; ++k) {
@@ -161,7 +153,7 @@ void backward(const OpCall& call, const Tensor& out) {
     check(cudaMemsetAsync(dh, 0, sizeof(T) * BH, stream), op, "cudaMemsetAsync");
     check(cudaMemcpyAsync(dc, gy + s.T * BH, sizeof(T) * BH, cudaMemcpyDeviceToDevice, stream), op,
           "cudaMemcpyAsync");
-    const TimeOrder order{s.T, call.attrs.reverse};
+    const LstmTimeOrder order{s.T, call.attrs.reverse};
     for (int64_t k = s.T - 1; k >= 0; --k) {
       const int64_t t = order.at(k), p = order.prev(t);
       const T* c_prev = p < 0 ? static_cast<const T*>(c0.data_ptr()) : cs + p * BH;

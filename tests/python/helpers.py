@@ -226,3 +226,35 @@ def check_optimizer_on_cuda(device, make_opt, *params, steps=4, rtol=1e-5, atol=
         for i, (got, want) in enumerate(zip(sides[device][0], sides["cpu"][0])):
             _leg_same(device, got.detach(), want.detach(), rtol, atol,
                       f"parameter {i} after step {step + 1}")
+
+
+def lstm_tbptt_losses(device="cpu", steps=12):
+    """The losses of a plain truncated-BPTT training loop (a 2-layer nn.LSTM and a linear
+    head, the state detached between batches, SGD) on `device`, traced as kiln runs it by
+    default; with kiln.set_tracing(False) around it, eager."""
+    kiln.manual_seed(3)
+    m = kiln.nn.LSTM(5, 16, num_layers=2).to(device)
+    head = kiln.nn.Linear(16, 1).to(device)
+    opt = kiln.optim.SGD(list(m.parameters()) + list(head.parameters()), lr=0.1)
+    data = np.random.default_rng(7).standard_normal((steps, 9, 4, 5)).astype(np.float32)
+    state, losses = None, []
+    for step in range(steps):
+        out, state = m(kiln.from_numpy(data[step]).to(device), state)
+        state = tuple(s.detach() for s in state)
+        loss = (head(out) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def traced_and_eager(run):
+    """run() traced (kiln's default), then again with tracing off."""
+    traced = run()
+    kiln.set_tracing(False)
+    try:
+        eager = run()
+    finally:
+        kiln.set_tracing(True)
+    return traced, eager

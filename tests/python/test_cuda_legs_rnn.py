@@ -9,7 +9,8 @@ import pytest
 
 import kiln
 import kiln.nn as nn
-from helpers import check_module_on_cuda, check_on_cuda, randn
+from helpers import (check_module_on_cuda, check_on_cuda, lstm_tbptt_losses, randn,
+                     traced_and_eager)
 from kiln.nn.modules import rnn as rnn_module
 
 TOL = dict(rtol=1e-4, atol=1e-5)
@@ -107,27 +108,5 @@ def test_gru_rnn_cuda(cuda_leg, rng, mode):
 def test_lstm_training_loop_traced_cuda(cuda_leg):
     """Truncated BPTT on CUDA (the state detached between batches, SGD): the traced loop
     (compiled, its CUDA graph replaying the fused layers) gives eager's losses."""
-    def run():
-        kiln.manual_seed(3)
-        m = nn.LSTM(5, 16, num_layers=2).to(cuda_leg)
-        head = nn.Linear(16, 1).to(cuda_leg)
-        opt = kiln.optim.SGD(list(m.parameters()) + list(head.parameters()), lr=0.1)
-        data = np.random.default_rng(7).standard_normal((12, 9, 4, 5)).astype(np.float32)
-        state, losses = None, []
-        for step in range(12):
-            out, state = m(kiln.from_numpy(data[step]).to(cuda_leg), state)
-            state = tuple(s.detach() for s in state)
-            loss = (head(out) ** 2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        return losses
-
-    traced = run()
-    kiln.set_tracing(False)
-    try:
-        eager = run()
-    finally:
-        kiln.set_tracing(True)
+    traced, eager = traced_and_eager(lambda: lstm_tbptt_losses(cuda_leg))
     np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-6)

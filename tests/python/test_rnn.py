@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import kiln
-from helpers import assert_close, k, requires_torch, t, torch
+from helpers import (assert_close, k, lstm_tbptt_losses, requires_torch, t, torch,
+                     traced_and_eager)
 
 pytestmark = requires_torch
 
@@ -291,27 +292,5 @@ def test_fused_lstm_agrees_with_the_composed_steps(rng, monkeypatch, fused_calls
 def test_fused_lstm_training_loop_traces(rng):
     """A plain training loop (truncated BPTT, the state detached between batches) over the
     fused op: the traced steps give eager's losses."""
-    def run():
-        kiln.manual_seed(3)
-        m = kiln.nn.LSTM(5, 16, num_layers=2)
-        head = kiln.nn.Linear(16, 1)
-        opt = kiln.optim.SGD(list(m.parameters()) + list(head.parameters()), lr=0.1)
-        data = np.random.default_rng(7).standard_normal((12, 9, 4, 5)).astype(np.float32)
-        state, losses = None, []
-        for step in range(12):
-            out, state = m(kiln.from_numpy(data[step]), state)
-            state = tuple(s.detach() for s in state)
-            loss = (head(out) ** 2).mean()
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            losses.append(loss.item())
-        return losses
-
-    traced = run()
-    kiln.set_tracing(False)
-    try:
-        eager = run()
-    finally:
-        kiln.set_tracing(True)
+    traced, eager = traced_and_eager(lstm_tbptt_losses)
     np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-6)
