@@ -158,11 +158,11 @@ run_step() {
   tail -n 3 "$logf" | sed 's/^/    | /' >&2
 }
 
-# Whether a run failed only because LeakSanitizer could not do its check (exit 1 with its
-# "fatal error" line and no sanitizer report of any kind).
+# Whether a run failed only because LeakSanitizer could not do its check (exit 1, or
+# LSan's exit code 68, with its "fatal error" line and no sanitizer report of any kind).
 lsan_could_not_run() {
   local logf="$1" rc="$2"
-  ((rc == 1)) || return 1
+  ((rc == 1 || rc == 68)) || return 1
   grep -q 'LeakSanitizer has encountered a fatal error' "$logf" || return 1
   ! grep -qE '^==[0-9]+==ERROR|runtime error:|^\[  FAILED  \]' "$logf"
 }
