@@ -20,10 +20,15 @@ from helpers import requires_torch, torch
 pytestmark = requires_torch
 
 
-def run_both(name, data, rtol=2e-4, atol=2e-5, weight_atol=None):
+def run_both(name, data, rtol=2e-4, atol=2e-5, weight_atol=None, weight_outliers=0):
     """weight_atol: the final weights' absolute tolerance when the optimizer amplifies
     rounding noise (Adam with eps=1e-9 turns a near-zero gradient's noise into an
-    lr-sized step), so weights may differ by part of a step where the losses agree."""
+    lr-sized step), so weights may differ by part of a step where the losses agree.
+    weight_outliers: how many elements of a tensor may exceed weight_atol (by at most
+    5x): weights that agree to rounding can put a ReLU's input on either side of 0 for
+    one token, and that token's gradient then reaches a hidden unit's row in one run
+    only (seed 4166627882: decoder linear1 unit 19's input -1.8e-4 in torch, +1.8e-4
+    in kiln at step 4; one weight 0.02 apart after Adam)."""
     where = programs_gan if hasattr(programs_gan, name + "_build") else programs
     build, train = getattr(where, name + "_build"), getattr(where, name + "_train")
     torch.manual_seed(0)
@@ -42,8 +47,11 @@ def run_both(name, data, rtol=2e-4, atol=2e-5, weight_atol=None):
             # gradient is rounding noise, and Adam turns noise into lr-sized steps
             e = want.shape[0] // 3
             got, want = np.delete(got, np.s_[e:2 * e]), np.delete(want, np.s_[e:2 * e])
-        np.testing.assert_allclose(got, want, rtol=rtol * 10, atol=weight_atol or atol * 10,
-                                   err_msg=key)
+        tol = weight_atol or atol * 10
+        off = np.abs(got - want) > tol + rtol * 10 * np.abs(want)
+        assert off.sum() <= weight_outliers, f"{key}: {off.sum()} elements off"
+        np.testing.assert_allclose(got, want, rtol=rtol * 10,
+                                   atol=tol * (5 if weight_outliers else 1), err_msg=key)
     return k_losses
 
 
@@ -79,7 +87,7 @@ def test_seq2seq_transformer(rng):
     # is rounding noise (the padding token's embedding, keys of one-key softmax rows) move
     # by a noisy fraction of it; the losses are compared tightly.
     losses = run_both("seq2seq", {"src": src, "tgt": tgt}, rtol=5e-4, atol=5e-5,
-                      weight_atol=1e-2)
+                      weight_atol=1e-2, weight_outliers=2)
     # 6 steps of a noam warmup do not always lower the loss (it depends on the seed's
     # data): the check is agreement with torch, above, and finite losses
     assert np.isfinite(losses).all()
