@@ -22,7 +22,11 @@ void* allocate(size_t nbytes, int device);
 void release(void* ptr, size_t nbytes, int device);
 void empty_cache();
 size_t cached_bytes(int device);
-size_t allocated_bytes(int device);
+size_t allocated_bytes(int device);  // bytes of the blocks in use (block sizes)
+// The most allocated_bytes reached since the process started or the last reset (which
+// sets it to the bytes in use now).
+size_t peak_allocated_bytes(int device);
+void reset_peak_allocated(int device);
 
 // A private pool for CUDA Graph capture: while one is open on a device, the blocks
 // allocated there belong to it, and releasing them is deferred until the pool is

@@ -157,8 +157,11 @@ class Train:
     micro-batches; batch_index (tests) replaces randint with a fixed source of offsets."""
 
     def __init__(self, fw, device, size="cpu", dropout=0.2, batch_index=None, seed=1337,
-                 grad_accum=2, lr=1e-3):
+                 grad_accum=2, lr=1e-3, amp=""):
         fw.manual_seed(seed)
+        # amp "bf16" / "fp16": the forward and the loss under autocast, fp32 weights (the
+        # usual mixed-precision training; fp16 would also want a GradScaler, not used here)
+        self.amp = {"": None, "bf16": fw.bfloat16, "fp16": fw.float16}[amp]
         self.fw, self.device = fw, device
         self.cfg = dict(SIZES[size], dropout=dropout, bias=False)
         self.model = define(fw)["GPT"](self.cfg)
@@ -194,7 +197,12 @@ class Train:
 
     def step(self):
         for micro_step in range(self.grad_accum):
-            logits, loss = self.forward(self.X, self.Y)
+            if self.amp is None:
+                logits, loss = self.forward(self.X, self.Y)
+            else:
+                with self.fw.autocast(device_type=str(self.device).split(":")[0],
+                                      dtype=self.amp):
+                    logits, loss = self.forward(self.X, self.Y)
             loss = loss / self.grad_accum
             self.X, self.Y = self.get_batch()  # prefetch while the device works
             loss.backward()

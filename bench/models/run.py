@@ -113,7 +113,9 @@ def worker(args):
         if system == "torch_compile" and not hasattr(fw, "compile"):
             raise compat.Missing(f"torch {fw.__version__} has no torch.compile (needs 2.x)")
         module = __import__(MODELS[name][0])
-        case = module.make(fw, args.device, args.size)
+        if args.amp and name != "gpt":
+            raise compat.Missing(f"--amp is wired for gpt only, not {name}")
+        case = module.make(fw, args.device, args.size, **({"amp": args.amp} if args.amp else {}))
         if system == "torch_compile":
             case.compile(fw.compile)
         t0 = time.perf_counter()
@@ -130,6 +132,8 @@ def worker(args):
         sync()
         traced = system in ("kiln_traced", "kiln_verify")
         before = explain_snapshot(fw) if traced else None
+        if args.device == "cuda":  # the steady state's peak: what the timed steps hold at once
+            fw.cuda.reset_peak_memory_stats()
         times = []
         snap = cpu_snapshot()
         for _ in range(args.repeats):
@@ -138,6 +142,8 @@ def worker(args):
                 case.step()
             sync()
             times.append((time.perf_counter() - t0) / args.steps)
+        if args.device == "cuda":
+            res["peak_mib"] = fw.cuda.max_memory_allocated() / 2**20
         res["ms"] = statistics.median(times) * 1e3
         res["ms_all"] = [t * 1e3 for t in times]
         res["busy"] = background(snap, cpu_snapshot())
@@ -170,7 +176,8 @@ def run_worker(python, model, system, args, deadline):
     repeats = args.repeats if system != "kiln_verify" else 1
     cmd = python.split() + [os.path.abspath(__file__), "--worker", system, "--model", model,
                             "--device", args.device, "--size", args.size, "--warmup",
-                            str(args.warmup), "--steps", str(steps), "--repeats", str(repeats)]
+                            str(args.warmup), "--steps", str(steps), "--repeats", str(repeats),
+                           "--amp", args.amp]
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, env=env,
                            timeout=min(args.timeout, left - 10))
@@ -206,7 +213,8 @@ def check(res, ref, kind, tol):
 
 
 def table(results, args):
-    lines = [f"bench/models, device {args.device}, size {args.size}: ms per step = median of "
+    amp = f", forward under autocast {args.amp}" if args.amp else ""
+    lines = [f"bench/models, device {args.device}, size {args.size}{amp}: ms per step = median of "
              f"{args.repeats} x {args.steps} steps after {args.warmup} warmup steps; cold "
              "compile caches; 'vs torch' = torch eager ms / this ms (>1: faster than PyTorch "
              "eager); tracer columns per timed step (kiln traced only); compiles = every "
@@ -214,7 +222,7 @@ def table(results, args):
              f"used over {BUSY:.0%} of the CPUs while it was timed", "",
              "| model | system | ms/step | vs torch | first step s | first 10 s | compiles "
              "after warmup | recompiles | traces/step | kernels/step | breaks/step | eager "
-             "ops/step | check |", "|" + "---|" * 13]
+             "ops/step | peak MiB | check |", "|" + "---|" * 14]
     notes = []
     for model in dict.fromkeys(r["model"] for r in results):
         rows = {r["system"]: r for r in results if r["model"] == model}
@@ -224,7 +232,7 @@ def table(results, args):
             if system == "kiln_verify":
                 continue
             if "error" in r:
-                lines.append(f"| {model} | {LABELS[system]} | {r['error']} |" + " |" * 11)
+                lines.append(f"| {model} | {LABELS[system]} | {r['error']} |" + " |" * 12)
                 continue
             t = r.get("tracer") or {}
             ratio = ref["ms"] / r["ms"] if ref and "ms" in ref else None
@@ -235,7 +243,8 @@ def table(results, args):
                 f"{r['first_step_s']:.2f} | {r['first10_s']:.2f} | {comp} | "
                 f"{t.get('recompiles', '-')} | {fmt(t.get('traces_per_step'), '.1f')} | "
                 f"{fmt(t.get('kernels_per_step'), '.0f')} | {fmt(t.get('breaks_per_step'), '.1f')} | "
-                f"{fmt(t.get('eager_ops_per_step'), '.0f')} | {check(r, ref, kind, tol)} |")
+                f"{fmt(t.get('eager_ops_per_step'), '.0f')} | {fmt(r.get('peak_mib'), '.0f')} | "
+                f"{check(r, ref, kind, tol)} |")
             if t.get("compile_ms") is not None:
                 notes.append(f"{model}, {LABELS[system]}: {t['compile_ms'] / 1e3:.2f} s "
                              f"compiling in all, {t['compiles']} compiled traces")
@@ -246,6 +255,10 @@ def table(results, args):
             if t.get("stays_eager"):
                 notes.append(f"{model}, {LABELS[system]}: {t['stays_eager']} trace anchor(s) "
                              "left eager (recompile limit)")
+        if "peak_mib" in rows.get("kiln_traced", {}) and ref and "peak_mib" in ref:
+            notes.append(f"{model}: kiln traced's peak memory is "
+                         f"{rows['kiln_traced']['peak_mib'] / ref['peak_mib']:.2f}x PyTorch "
+                         "eager's (max_memory_allocated over the timed steps)")
         tr, ea = rows.get("kiln_traced", {}), rows.get("kiln_eager", {})
         if "ms" in tr and "ms" in ea:
             notes.append(f"{model}: kiln traced is {ea['ms'] / tr['ms']:.2f}x kiln eager "
@@ -271,6 +284,8 @@ def main():
     ap.add_argument("--no-verify", action="store_true", help="skip the KILN_VERIFY=1 runs")
     ap.add_argument("--kiln-python", default=os.environ.get("KILN_PYTHON", sys.executable))
     ap.add_argument("--torch-python", default=sys.executable)
+    ap.add_argument("--amp", default="", choices=("", "bf16", "fp16"),
+                    help="gpt's forward under autocast to this dtype (fp32 weights)")
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--repeats", type=int, default=3)

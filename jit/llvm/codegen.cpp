@@ -1,6 +1,7 @@
 #include "jit/llvm/codegen.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -13,6 +14,8 @@
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "jit/llvm/ir_types.h"
+#include "jit/llvm/row_cache.h"
 #include "jit/llvm/scalar_functions.h"
 
 namespace kiln::jit::llvm_backend {
@@ -25,10 +28,10 @@ using llvm::Value;
 
 namespace {
 
-class Emitter {
+class Emitter : IrDTypes {
  public:
   Emitter(const Kernel& k, llvm::LLVMContext& ctx, llvm::Module& m)
-      : k_(k), ctx_(ctx), m_(m), b_(ctx) {}
+      : IrDTypes(ctx), k_(k), ctx_(ctx), m_(m) {}
 
   void emit(const std::string& name) {
     Type* i64 = b_.getInt64Ty();
@@ -90,99 +93,6 @@ class Emitter {
   }
 
  private:
-  // ---- types
-  Type* ctype(DType d) {
-    switch (d) {
-      case DType::Bool:
-        return b_.getInt1Ty();
-      case DType::Int32:
-        return b_.getInt32Ty();
-      case DType::Int64:
-        return b_.getInt64Ty();
-      case DType::Float64:
-        return b_.getDoubleTy();
-      default:
-        return b_.getFloatTy();
-    }
-  }
-  Type* stype(DType d) {
-    switch (d) {
-      case DType::Bool:
-        return b_.getInt8Ty();
-      case DType::Float16:
-        return b_.getHalfTy();
-      case DType::BFloat16:
-        return b_.getInt16Ty();
-      default:
-        return ctype(d);
-    }
-  }
-  static bool flt(DType d) { return is_floating(d); }
-
-  Value* load(DType d, Value* addr) {
-    Value* v = b_.CreateLoad(stype(d), addr);
-    switch (d) {
-      case DType::Bool:
-        return b_.CreateICmpNE(v, b_.getInt8(0));
-      case DType::Float16:
-        return b_.CreateFPExt(v, b_.getFloatTy());
-      case DType::BFloat16:
-        return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(v, b_.getInt32Ty()), 16),
-                                b_.getFloatTy());
-      default:
-        return v;
-    }
-  }
-  Value* to_storage(DType d, Value* v) {
-    switch (d) {
-      case DType::Bool:
-        return b_.CreateZExt(v, b_.getInt8Ty());
-      case DType::Float16:
-        return b_.CreateFPTrunc(v, b_.getHalfTy());
-      case DType::BFloat16: {  // round to nearest even; NaN stays a quiet NaN
-        Value* bits = b_.CreateBitCast(v, b_.getInt32Ty());
-        Value* lsb = b_.CreateAnd(b_.CreateLShr(bits, 16), b_.getInt32(1));
-        Value* rounded =
-            b_.CreateLShr(b_.CreateAdd(bits, b_.CreateAdd(lsb, b_.getInt32(0x7fff))), 16);
-        Value* nan = b_.CreateFCmpUNO(v, v);
-        return b_.CreateTrunc(b_.CreateSelect(nan, b_.getInt32(0x7fc0), rounded), b_.getInt16Ty());
-      }
-      default:
-        return v;
-    }
-  }
-  // Rounds a float32-computed value through float16/bfloat16 (what a cast to them does).
-  Value* round_through(DType d, Value* v) {
-    if (d == DType::Float16)
-      return b_.CreateFPExt(b_.CreateFPTrunc(v, b_.getHalfTy()), b_.getFloatTy());
-    if (d == DType::BFloat16) {
-      Value* s = to_storage(d, v);
-      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(s, b_.getInt32Ty()), 16), b_.getFloatTy());
-    }
-    return v;
-  }
-  Value* convert(Value* v, DType from, DType to) {
-    Type* t = ctype(to);
-    if (from == to) return v;
-    Value* r;
-    if (from == DType::Bool) {
-      r = flt(to) ? b_.CreateUIToFP(v, t) : b_.CreateZExt(v, t);
-    } else if (to == DType::Bool) {
-      r = flt(from) ? b_.CreateFCmpUNE(v, llvm::ConstantFP::get(v->getType(), 0.0))
-                    : b_.CreateICmpNE(v, llvm::ConstantInt::get(v->getType(), 0));
-    } else if (flt(from) && flt(to)) {
-      r = b_.CreateFPCast(v, t);
-    } else if (flt(from)) {
-      r = b_.CreateFPToSI(v, t);
-    } else if (flt(to)) {
-      r = b_.CreateSIToFP(v, t);
-    } else {
-      r = b_.CreateSExtOrTrunc(v, t);
-    }
-    return round_through(to, r);
-  }
-  Value* fconst(Type* t, double v) { return llvm::ConstantFP::get(t, v); }
-
   // ---- pointwise math: a call of the op's functor, compiled from ops/pointwise_math.h
   // to bitcode at build time; jit/llvm/scalar_functions links it in before the passes
   // run, which inline it (and the loop vectorizer then maps exp/log/sin/cos/pow to
@@ -207,6 +117,13 @@ class Emitter {
   // row-level ones in the current row (row_), invariant ones at entry (invariant_).
   Value* value(int i) {
     const KNode& n = k_.nodes[i];
+    if (auto c = row_cache_.find(i); c != row_cache_.end() && pass_ > c->second.first_pass) {
+      auto it = memo_.find(i);
+      if (it != memo_.end()) return it->second;
+      Value* v = b_.CreateLoad(ctype(n.dtype), b_.CreateGEP(ctype(n.dtype), c->second.buffer, j_));
+      memo_[i] = v;
+      return v;
+    }
     if (n.level == Level::Invariant) {
       auto it = invariant_.find(i);
       if (it != invariant_.end()) return it->second;
@@ -607,8 +524,42 @@ class Emitter {
     return b_.CreateBinaryIntrinsic(mx ? llvm::Intrinsic::smax : llvm::Intrinsic::smin, acc, x);
   }
 
+  // ---- row cache (jit/llvm/row_cache.h): a costly node's values, per row, in a buffer
+  struct RowCacheEntry {
+    int first_pass = 0;
+    Value* buffer = nullptr;
+  };
+
   // ---- rows: [begin, end) rows; per row, one pass per reduction stage, then the stores.
   void emit_rows(Value* begin, Value* end) {
+    std::map<int, RowCacheEntry> cache;
+    for (const auto& [node, first_pass] : choose_row_cache(k_, row_pass_roots(k_)))
+      cache[node] = RowCacheEntry{first_pass, nullptr};
+    if (cache.empty()) {
+      emit_row_loops(begin, end);
+      return;
+    }
+    BasicBlock* cached = BasicBlock::Create(ctx_, "rows.cached", fn_);
+    BasicBlock* plain = BasicBlock::Create(ctx_, "rows.plain", fn_);
+    BasicBlock* done = BasicBlock::Create(ctx_, "rows.done", fn_);
+    b_.CreateCondBr(b_.CreateICmpSLE(cols_, b_.getInt64(kRowCacheCols)), cached, plain);
+    b_.SetInsertPoint(cached);
+    for (auto& [node, entry] : cache) {
+      llvm::AllocaInst* a = b_.CreateAlloca(ctype(k_.nodes[node].dtype), cols_);
+      a->setAlignment(llvm::Align(64));
+      entry.buffer = a;
+    }
+    row_cache_ = cache;
+    emit_row_loops(begin, end);
+    row_cache_.clear();
+    b_.CreateBr(done);
+    b_.SetInsertPoint(plain);
+    emit_row_loops(begin, end);
+    b_.CreateBr(done);
+    b_.SetInsertPoint(done);
+  }
+
+  void emit_row_loops(Value* begin, Value* end) {
     Value* r;
     loop(
         begin, end, {},
@@ -616,12 +567,14 @@ class Emitter {
           row_.clear();
           compute_row_bases(r);
           const int stages = k_.stages();
+          pass_ = -1;
           for (int s = 1; s <= stages; ++s) {
             std::vector<int> reds;
             for (size_t i = 0; i < k_.nodes.size(); ++i)
               if (is_reduction(k_.nodes[i].op) && k_.nodes[i].stage == s)
                 reds.push_back(static_cast<int>(i));
             if (reds.empty()) continue;
+            ++pass_;
             std::vector<uint8_t> seen(k_.nodes.size(), 0);
             for (int i : reds) prepare_rows(k_.nodes[i].in[0], seen);
             std::vector<Value*> init;
@@ -636,11 +589,16 @@ class Emitter {
                   for (size_t q = 0; q < reds.size(); ++q)
                     next.push_back(
                         reduce_step(k_.nodes[reds[q]], acc[q], value(k_.nodes[reds[q]].in[0])));
+                  for (const auto& [node, entry] : row_cache_)
+                    if (entry.first_pass == pass_)
+                      b_.CreateStore(value(node),
+                                     b_.CreateGEP(ctype(k_.nodes[node].dtype), entry.buffer, j_));
                   return next;
                 });
             for (size_t q = 0; q < reds.size(); ++q) row_[reds[q]] = done[q];
           }
           // Per-row outputs, then the per-element pass.
+          ++pass_;
           std::vector<KStore> full;
           for (const KStore& st : k_.stores) {
             if (k_.operands[st.operand].row_level) {
@@ -674,7 +632,6 @@ class Emitter {
   const Kernel& k_;
   llvm::LLVMContext& ctx_;
   llvm::Module& m_;
-  IRBuilder<> b_;
   Function* fn_ = nullptr;
   std::vector<Value*> base_, shape_, row_base_;
   std::vector<Value*> row_off_;  // each operand's element offset at (row, 0)
@@ -683,7 +640,9 @@ class Emitter {
   Value* cols_ = nullptr;
   Value* j_ = nullptr;
   std::map<int, Value*> invariant_, row_, memo_;
-  std::map<int, RandBuffer> rand_bufs_;  // per bufferable Random node
+  std::map<int, RandBuffer> rand_bufs_;     // per bufferable Random node
+  std::map<int, RowCacheEntry> row_cache_;  // while emitting the cached copy of the rows
+  int pass_ = 0;                            // the row pass being emitted (0: the first)
 };
 
 }  // namespace

@@ -23,12 +23,17 @@ struct KernelTable {
   using Compare = void (*)(const T* a, const T* b, bool* out, int64_t n);
   // out = min(max(x, lo), hi) with NaN kept; pass -inf / +inf for a missing bound.
   using Clamp = void (*)(const T* x, T* out, int64_t n, T lo, T hi);
+  // One row of n >= 1 elements: out = softmax(x), or log_softmax(x) when `log`: the row
+  // maximum is subtracted before exp, the exp sum accumulates in double (per 64 elements
+  // in T lanes first), a row holding a NaN gives NaNs. out may be x.
+  using SoftmaxRow = void (*)(const T* x, T* out, int64_t n, bool log);
 
   Unary unary[kNumOps] = {};      // every Unary-family op but Cast; Gelu is the erf form
   Unary gelu_tanh = nullptr;      // Gelu with attrs.approximate_tanh
   Binary binary[kNumOps] = {};    // Add, Sub, Mul, Div, Pow, Maximum, Minimum
   Compare compare[kNumOps] = {};  // Eq, Ne, Lt, Le, Gt, Ge
   Clamp clamp = nullptr;
+  SoftmaxRow softmax_row = nullptr;
 };
 
 struct KernelSet {

@@ -2,9 +2,10 @@
 // subtracted before exp). Integer and 16-bit inputs compute in float, float64 in
 // double; the exp sum accumulates in double. The input is read as a contiguous
 // [outer, n, inner] block: for the usual last-dim case (inner == 1) each row is one
-// task, computed in a per-thread buffer; otherwise blocks of neighbouring columns are
-// processed together. The row path uses the vectorized exp of ops/cpu/simd.h. A row holding a NaN
-// gives NaNs, like PyTorch.
+// task: float32 and float64 rows go through the vector row kernel of ops/cpu/simd.h
+// (one pass for the maximum, one for exp and its sum, one to scale), 16-bit outputs
+// through a per-thread buffer; otherwise blocks of neighbouring columns are processed
+// together. A row holding a NaN gives NaNs, like PyTorch.
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -78,6 +79,15 @@ void softmax_typed(const Tensor& input, int64_t dim, SoftmaxKind kind, const Ten
   const DimSplit s = split_at_dim(packed.sizes(), dim);
   const C* x = packed.data<C>();
   Out* y = dst.data<Out>();
+  const auto vector_row = simd::table<C>().softmax_row;
+  if (s.inner == 1 && vector_row && std::is_same_v<C, Out>) {
+    parallel_for(0, s.outer, rows_per_task(s.size), [&](int64_t lo, int64_t hi) {
+      for (int64_t o = lo; o < hi; ++o)
+        vector_row(x + o * s.size, reinterpret_cast<C*>(y) + o * s.size, s.size,
+                   kind == SoftmaxKind::LogSoftmax);
+    });
+    return;
+  }
   if (s.inner == 1) {
     parallel_for(0, s.outer, rows_per_task(s.size), [&](int64_t lo, int64_t hi) {
       std::vector<C> scratch(static_cast<size_t>(s.size));

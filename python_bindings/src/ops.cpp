@@ -675,6 +675,10 @@ void register_ops() {
       "_cuda_memory_allocated", +[](int d) { return cuda_context::allocated_bytes(d); });
   bp::def(
       "_cuda_memory_cached", +[](int d) { return cuda_context::cached_bytes(d); });
+  bp::def(
+      "_cuda_max_memory_allocated", +[](int d) { return cuda_context::peak_allocated_bytes(d); });
+  bp::def(
+      "_cuda_reset_peak_memory_stats", +[](int d) { cuda_context::reset_peak_allocated(d); });
   bp::def("_cuda_stream_handle", &cuda_stream_handle);
 }
 

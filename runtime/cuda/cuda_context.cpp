@@ -21,6 +21,7 @@
 // CUDA call runs after the CUDA runtime has been torn down.
 #include "runtime/cuda_context.h"
 
+#include <algorithm>
 #include <cuda_runtime_api.h>
 
 #include <map>
@@ -83,11 +84,12 @@ struct DeviceState {
   std::once_flag stream_once;
   cudaStream_t stream = nullptr;
 
-  std::mutex mutex;                                        // guards everything below
-  std::multimap<size_t, void*> free_blocks;                // block size -> block
-  std::unordered_map<void*, size_t> live_blocks;           // block -> block size
-  size_t cached = 0;                                       // bytes in free_blocks
-  size_t allocated = 0;                                    // bytes in live_blocks
+  std::mutex mutex;                               // guards everything below
+  std::multimap<size_t, void*> free_blocks;       // block size -> block
+  std::unordered_map<void*, size_t> live_blocks;  // block -> block size
+  size_t cached = 0;                              // bytes in free_blocks
+  size_t allocated = 0;                           // bytes in live_blocks
+  size_t peak_allocated = 0;  // the most `allocated` reached since start or the last reset
   CapturePool::State* capturing = nullptr;                 // the open capture pool, if any
   std::unordered_map<void*, CapturePool::State*> pool_of;  // block -> its capture pool
 };
@@ -146,6 +148,7 @@ void* take_cached_locked(DeviceState& s, size_t block) {
   void* p = it->second;
   s.cached -= it->first;
   s.allocated += it->first;
+  s.peak_allocated = std::max(s.peak_allocated, s.allocated);
   s.live_blocks.emplace(p, it->first);
   s.free_blocks.erase(it);
   return p;
@@ -230,6 +233,7 @@ void* allocate(size_t nbytes, int device) {
   }
   throw_on_error(e, "cudaMalloc");
   s.allocated += block;
+  s.peak_allocated = std::max(s.peak_allocated, s.allocated);
   s.live_blocks.emplace(p, block);
   if (s.capturing) adopt_locked(s, p);
   return p;
@@ -281,6 +285,22 @@ size_t allocated_bytes(int device) {
   DeviceState& s = *d.states[static_cast<size_t>(device)];
   std::lock_guard<std::mutex> lock(s.mutex);
   return s.allocated;
+}
+
+size_t peak_allocated_bytes(int device) {
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return 0;
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.peak_allocated;
+}
+
+void reset_peak_allocated(int device) {
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return;
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.peak_allocated = s.allocated;
 }
 
 void* stream(int device) {

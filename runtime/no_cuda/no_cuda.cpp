@@ -24,6 +24,8 @@ void release(void* ptr, size_t nbytes, int device) {}
 void empty_cache() {}
 size_t cached_bytes(int device) { return 0; }
 size_t allocated_bytes(int device) { return 0; }
+size_t peak_allocated_bytes(int device) { return 0; }
+void reset_peak_allocated(int device) {}
 void* stream(int device) { no_cuda("cuda"); }
 void synchronize(int device) { no_cuda("cuda"); }
 void synchronize_checked(int device) { no_cuda("cuda"); }

@@ -599,6 +599,48 @@ TEST(JitCache, FilesOfAnotherOwnerOrWritableByOthersAreNotLoaded) {
   std::filesystem::remove_all(dir);
 }
 
+// The row cache (jit/llvm/codegen.cpp): softmax(tanh(x) * 2) caches exp (the sum's pass
+// and the output's) and tanh (the max's pass and the sum's) in row buffers; rows longer
+// than the cache's bound run the uncached copy of the loops. Both equal a float64
+// reference, and the cached kernel's IR holds the row buffers (dynamic allocas).
+TEST_F(JitCpu, RowCacheComputesCostlyNodesOnceAndMatchesTheReference) {
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/kiln-rowcache-" +
+                          std::to_string(getpid());
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    for (int64_t cols : {int64_t{1}, int64_t{7}, int64_t{33}, int64_t{1000}, int64_t{20000}}) {
+      tr::reset();
+      std::filesystem::remove_all(dir);
+      setenv("KILN_DEBUG_DIR", dir.c_str(), 1);
+      const Host h = random_host({3, cols}, dt, {-3.0, 3.0});
+      Tensor x = make(h, dt);
+      auto f = [&] { return kiln::softmax(kiln::tanh(x) * 2.0, -1); };
+      const Host fused = read(traced(f));
+      unsetenv("KILN_DEBUG_DIR");
+      Host want(h.sizes);
+      for (int64_t r = 0; r < 3; ++r) {
+        double max = -INFINITY, sum = 0;
+        for (int64_t c = 0; c < cols; ++c) max = std::max(max, 2 * std::tanh(h.at({r, c})));
+        for (int64_t c = 0; c < cols; ++c) sum += std::exp(2 * std::tanh(h.at({r, c})) - max);
+        for (int64_t c = 0; c < cols; ++c)
+          want.at({r, c}) = std::exp(2 * std::tanh(h.at({r, c})) - max) / sum;
+      }
+      EXPECT_TRUE(all_close(fused, want, tol_pointwise(dt))) << name(dt) << " cols " << cols;
+      std::string ir;
+      for (const auto& e : std::filesystem::directory_iterator(dir))
+        ir += slurp(e.path().string() + "/kernel-0.ll");
+      const std::string buffer =
+          std::string("alloca ") + (dt == DType::Float32 ? "float" : "double");
+      size_t buffers = 0;
+      for (size_t at = ir.find(buffer); at != std::string::npos; at = ir.find(buffer, at + 1))
+        ++buffers;
+      if (cols > 1) {  // (a row of one element is not a row kernel)
+        EXPECT_EQ(buffers, 2u) << name(dt) << " cols " << cols << "\n" << ir;
+      }
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_F(JitCpu, DebugDumpWritesTraceIrLlvmIrAndTimes) {
   const std::string dir =
       std::filesystem::temp_directory_path().string() + "/kiln-dump-" + std::to_string(getpid());

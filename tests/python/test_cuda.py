@@ -47,6 +47,24 @@ def test_device_queries():
     assert kiln.cuda.memory_allocated() > 0
 
 
+def test_peak_memory_counts_the_most_bytes_in_use_and_resets():
+    kiln.cuda.synchronize()
+    kiln.cuda.reset_peak_memory_stats()
+    base = kiln.cuda.memory_allocated()
+    assert kiln.cuda.max_memory_allocated() == base
+    big = kiln.empty(4 << 20, device="cuda")  # 16 MiB
+    top = kiln.cuda.memory_allocated()
+    assert top >= base + (16 << 20)
+    del big
+    assert kiln.cuda.memory_allocated() == base
+    assert kiln.cuda.max_memory_allocated() == top  # the peak stays after the release
+    small = kiln.empty(1024, device="cuda")
+    assert kiln.cuda.max_memory_allocated() == top
+    kiln.cuda.reset_peak_memory_stats()
+    assert kiln.cuda.max_memory_allocated() == kiln.cuda.memory_allocated()
+    del small
+
+
 @pytest.mark.parametrize("name", UNARY)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
 def test_unary_cuda_vs_cpu(rng, name, dtype):

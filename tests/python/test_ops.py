@@ -312,6 +312,22 @@ def test_softmax_log_softmax(rng, dim):
     assert_close(k(a).log_softmax(dim=dim), x.log_softmax(dim=dim), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_softmax_rows_of_every_length_and_special_values(rng, dtype):
+    """The vector row kernel (ops/cpu/simd.h softmax_row): rows shorter than a vector,
+    with tails, longer than its 64-element sum blocks; rows holding NaN, +inf, -inf and
+    all -inf give PyTorch's values."""
+    for n in (1, 3, 7, 8, 9, 63, 64, 65, 257, 1000):
+        a = (rng.standard_normal((5, n)) * 4).astype(dtype)
+        a[1, n // 2] = np.nan
+        a[2, :] = -np.inf
+        a[3, 0] = -np.inf
+        a[4, n - 1] = np.inf
+        x = t(a)
+        assert_close(kiln.softmax(k(a), -1), torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+        assert_close(kiln.log_softmax(k(a), -1), torch.log_softmax(x, -1), rtol=1e-5, atol=1e-5)
+
+
 def test_softmax_int_input(rng):
     a = rng.integers(-3, 3, (3, 4))
     assert_close(kiln.softmax(k(a), 1), torch.softmax(t(a).float(), 1), rtol=1e-5)

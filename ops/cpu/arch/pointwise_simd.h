@@ -225,6 +225,53 @@ void clamp_kernel(const T* x, T* out, int64_t n, T lo, T hi) {
   });
 }
 
+template <class T, class Arch>
+void softmax_row_kernel(const T* x, T* out, int64_t n, bool log) {
+  using B = xsimd::batch<T, Arch>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const VectorBinary<OpId::Maximum> maximum;
+  const VectorUnary<OpId::Exp> exp;
+  // The maximum: NaN-propagating lanes, then across them.
+  T max = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  if (n >= W) {
+    B m = B::load_unaligned(x);
+    for (i = W; i + W <= n; i += W) m = maximum(m, B::load_unaligned(x + i));
+    alignas(64) T lanes[W];
+    m.store_aligned(lanes);
+    for (int64_t l = 0; l < W; ++l) max = pm::BinaryFn<OpId::Maximum>{}(max, lanes[l]);
+  }
+  for (; i < n; ++i) max = pm::BinaryFn<OpId::Maximum>{}(max, x[i]);
+  // exp(x - max) (kept in out for softmax), summed in T lanes per block of 64 elements
+  // and across blocks in double.
+  const B vmax(max);
+  double sum = 0;
+  constexpr int64_t kBlock = 64;
+  i = 0;
+  for (; i + W <= n;) {
+    B acc(T(0));
+    const int64_t stop = std::min(n, i + kBlock);
+    for (; i + W <= stop; i += W) {
+      const B e = exp(B::load_unaligned(x + i) - vmax);
+      if (!log) e.store_unaligned(out + i);
+      acc += e;
+    }
+    sum += static_cast<double>(xsimd::hadd(acc));
+  }
+  for (; i < n; ++i) {
+    const T e = pm::UnaryFn<OpId::Exp>{}(x[i] - max);
+    if (!log) out[i] = e;
+    sum += static_cast<double>(e);
+  }
+  if (log) {
+    const B shift(max + static_cast<T>(std::log(sum)));
+    map1<T, Arch>(x, out, n, [shift](B v) { return v - shift; });
+  } else {
+    const B scale(static_cast<T>(1.0 / sum));
+    map1<T, Arch>(out, out, n, [scale](B v) { return v * scale; });
+  }
+}
+
 // Every op of ops/ops.def with a functor in ops/pointwise_math.h gets its entry (gelu's
 // row is the erf form); comparisons write bool.
 template <class T, class Arch>
@@ -240,6 +287,7 @@ void fill_table(KernelTable<T>& t) {
 #undef KILN_OP
   t.gelu_tanh = &unary_functor_kernel<T, Arch, pm::GeluTanh>;
   t.clamp = &clamp_kernel<T, Arch>;
+  t.softmax_row = &softmax_row_kernel<T, Arch>;
 }
 
 template <class Arch>

@@ -45,20 +45,25 @@ def memory_reserved(device=0):
 
 
 def max_memory_allocated(device=None):
-    """An UPPER BOUND of the peak allocated bytes: the caching allocator's reserved
-    bytes (kiln keeps no separate peak counter yet; the two agree until empty_cache()
-    returns blocks). 0 without a GPU, as PyTorch."""
+    """The most bytes allocated at once (block sizes, as memory_allocated) since the
+    process started or reset_peak_memory_stats(). 0 without a GPU, as PyTorch."""
+    if not is_available():
+        return 0
+    return int(_C._cuda_max_memory_allocated(_index(0 if device is None else device)))
+
+
+def max_memory_reserved(device=None):
+    """The caching allocator's reserved bytes now (kiln keeps no peak of them): an upper
+    bound of max_memory_allocated until empty_cache() returns blocks."""
     if not is_available():
         return 0
     return memory_reserved(0 if device is None else device)
 
 
-def max_memory_reserved(device=None):
-    return max_memory_allocated(device)
-
-
 def reset_peak_memory_stats(device=None):
-    """Accepted for PyTorch compatibility (see max_memory_allocated: no peak counter)."""
+    """max_memory_allocated() starts again from the bytes allocated now."""
+    if is_available():
+        _C._cuda_reset_peak_memory_stats(_index(0 if device is None else device))
 
 
 def is_bf16_supported():
