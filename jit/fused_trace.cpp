@@ -2,6 +2,7 @@
 #include "jit/fused_trace.h"
 
 #include <cstring>
+#include <map>
 
 #include "ops/dispatch.h"
 #include "tracer/config.h"
@@ -45,14 +46,40 @@ bool FusedTrace::must_interpret(const std::vector<bool>& wanted) const {
   return false;
 }
 
+namespace {
+
+// The arena GPU plans share: one per device and thread, as large as the largest plan that
+// ran. A device's work goes to its one stream, so two plans' runs never overlap there,
+// and no arena value outlives its run (what the user keeps is fresh or a copy): every
+// plan can use the same bytes, and a step's traces cost the largest one's intermediates,
+// not their sum. Growing gives the arena a new address, which a plan's CUDA graph sees as
+// moved pointers (patched, or its library calls recorded again) once.
+std::shared_ptr<Storage> shared_gpu_arena(Device device, int64_t bytes) {
+  thread_local std::map<int, std::shared_ptr<Storage>> arenas;
+  std::shared_ptr<Storage>& arena = arenas[device.index];
+  if (!arena || static_cast<int64_t>(arena->nbytes()) < bytes) {
+    arena.reset();  // the old bytes go back to the cache first (the stream orders their reuse)
+    arena = Storage::allocate(static_cast<size_t>(bytes), device);
+  }
+  return arena;
+}
+
+}  // namespace
+
 Tensor FusedTrace::output_for(int i, const std::vector<Tensor>& externals,
                               const std::vector<Tensor>& v) const {
   const TraceOp& op = program_.ops[i];
   if (op.in_place) return resolve(op.target, externals, v);
   const OutputMeta& m = op.meta;
   if (memory_.offset[i] >= 0) {
-    if (!arena_) arena_ = Storage::allocate(static_cast<size_t>(memory_.arena_bytes), m.device);
-    return Tensor::make_view(arena_, m.sizes, contiguous_strides(m.sizes),
+    std::shared_ptr<Storage> arena;
+    if (m.device.is_cuda()) {
+      arena = shared_gpu_arena(m.device, memory_.arena_bytes);
+    } else {
+      if (!arena_) arena_ = Storage::allocate(static_cast<size_t>(memory_.arena_bytes), m.device);
+      arena = arena_;
+    }
+    return Tensor::make_view(arena, m.sizes, contiguous_strides(m.sizes),
                              memory_.offset[i] / itemsize(m.dtype), m.dtype);
   }
   return Tensor::make(m.sizes, m.dtype, m.device);

@@ -22,6 +22,7 @@ class FusedTrace : public tracer::Executable {
   int kernel_count() const override { return plan_.kernel_count(); }
   std::vector<std::string> notes() const override { return plan_.notes; }
   void release_scratch() const override { arena_.reset(); }
+  int64_t arena_bytes() const override { return memory_.arena_bytes; }
 
  protected:
   FusedTrace(tracer::TraceProgram program, FusionPlan plan, MemoryPlan memory);
@@ -36,8 +37,9 @@ class FusedTrace : public tracer::Executable {
     return r.kind == tracer::InputRef::Kind::External ? externals[r.index]
                                                       : v[plan_.canonical[r.index]];
   }
-  // Op i's tensor for this run: its in-place target, its arena slice (the arena is the
-  // plan's, allocated on first use on the op's device) or a fresh tensor.
+  // Op i's tensor for this run: its in-place target, its arena slice (on the CPU the
+  // plan's arena, allocated on first use; on a GPU the arena all plans of the device and
+  // thread share) or a fresh tensor.
   Tensor output_for(int i, const std::vector<Tensor>& externals,
                     const std::vector<Tensor>& v) const;
   // The eager call for op i with this run's inputs and scalars.

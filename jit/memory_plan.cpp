@@ -10,7 +10,7 @@ using tracer::TraceOp;
 
 std::string MemoryPlan::str() const {
   return "arena " + std::to_string(arena_bytes) + " bytes (" + std::to_string(naive_bytes) +
-         " without reuse)";
+         " without reuse, " + std::to_string(live_bytes) + " alive at once at most)";
 }
 
 MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
@@ -62,6 +62,7 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
     int last;
   };
   std::vector<Block> blocks;
+  std::vector<int> defs;  // per block: the step that writes it
   std::vector<int> order;
   const Device home = tracer::home_device(p);  // host-side ops of a GPU trace: fresh tensors
   for (int i = 0; i < n; ++i) {
@@ -91,9 +92,18 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
       at = std::max(at, hi);
     }
     blocks.push_back(Block{at, bytes, std::max(last[i], def)});
+    defs.push_back(def);
     mp.offset[i] = at;
     mp.arena_bytes = std::max(mp.arena_bytes, at + bytes);
   }
+  std::vector<std::pair<int, int64_t>> events;  // (step, +bytes at its def / -bytes after last)
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    events.push_back({defs[b], blocks[b].bytes});
+    events.push_back({blocks[b].last + 1, -blocks[b].bytes});
+  }
+  std::sort(events.begin(), events.end());
+  int64_t alive = 0;
+  for (const auto& [step, bytes] : events) mp.live_bytes = std::max(mp.live_bytes, alive += bytes);
   return mp;
 }
 

@@ -17,6 +17,7 @@ struct MemoryPlan {
   int64_t arena_bytes = 0;
   std::vector<int64_t> offset;  // per op: byte offset in the arena, or -1
   int64_t naive_bytes = 0;      // what the arena values would take without reuse
+  int64_t live_bytes = 0;       // the most bytes alive at one step (no packing does better)
   std::string str() const;
 };
 

@@ -79,6 +79,8 @@ class Executable {
   // call it after each run: up to 64 bindings each keeping an arena of its own sizes held
   // memory that the next size could reuse from the CPU allocator's cache, warm.
   virtual void release_scratch() const {}
+  // Bytes of the memory its intermediates take in each run (a fused trace's arena).
+  virtual int64_t arena_bytes() const { return 0; }
 };
 
 class TraceBackend {

@@ -93,6 +93,9 @@ std::string ExplainReport::table() const {
       if (!t.symbolic.empty())
         os << "        symbolic sizes: " << t.symbolic << "; bound to " << t.size_bindings
            << " other size(s) in " << fixed(t.binding_ms, 3) << " ms (no recompile)\n";
+      if (t.arena_bytes > 0)
+        os << "        arena: " << fixed(static_cast<double>(t.arena_bytes) / (1 << 20), 2)
+           << " MiB for its intermediates\n";
       for (const std::string& n : t.notes) os << "        note: " << n << "\n";
     }
   }
@@ -144,6 +147,7 @@ std::string ExplainReport::json() const {
                            ", \"notes\": " + json_list(t.notes, quoted) +
                            ", \"symbolic\": " + quoted(t.symbolic) +
                            ", \"size_bindings\": " + std::to_string(t.size_bindings) +
+                           ", \"arena_bytes\": " + std::to_string(t.arena_bytes) +
                            ", \"binding_ms\": " + fixed(t.binding_ms, 3) +
                            ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") +
                            ", \"eager_reason\": " + quoted(t.eager_reason) +

@@ -34,6 +34,7 @@ struct TraceReport {
   // many other sizes it was bound to (no recompile) and the time that took.
   std::string symbolic;
   int64_t size_bindings = 0;
+  int64_t arena_bytes = 0;  // its intermediates' memory (a GPU trace's: a share of one arena)
   double binding_ms = 0;
 };
 

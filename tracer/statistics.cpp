@@ -75,6 +75,7 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
     for (const TraceOp& op : compiled.program.ops) t.ops.push_back(op_name(op.op));
     for (const TensorGuard& g : compiled.guards) t.guards.push_back(g.str());
     t.kernels = compiled.executable->kernel_count();
+    t.arena_bytes = compiled.executable->arena_bytes();
     t.backend = compiled.executable->backend_name();
     t.notes = compiled.executable->notes();
     if (compiled.symbolic()) {

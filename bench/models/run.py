@@ -74,6 +74,7 @@ def explain_snapshot(kiln):
         recompiles=len(e["recompiles"]), eager_anchors=len(e["eager_anchors"]),
         ops_recorded=e["ops_recorded"], ops_replayed=e["ops_replayed"],
         compile_ms=e["compile_ms"],
+        arena_mib=[t.get("arena_bytes", 0) / 2**20 for t in e["traces"]],
         graph_notes=sorted({n for t in e["traces"] for n in t.get("notes", [])
                             if n.startswith("cuda graph off") or "staging buffers" in n}))
 
@@ -96,7 +97,7 @@ def tracer_stats(before, after, steps):
                                + after["recompiles"] - before["recompiles"]),
         compiles=len(after["traces"]), recompiles=after["recompiles"],
         stays_eager=after["eager_anchors"], compile_ms=after["compile_ms"],
-        graph_notes=after["graph_notes"],
+        graph_notes=after["graph_notes"], arena_mib=after["arena_mib"],
         top_breaks=[f"{n / steps:g}/step {r} at {os.path.basename(f)}:{line}"
                     for n, (r, f, line) in top])
 
@@ -245,6 +246,11 @@ def table(results, args):
                 f"{fmt(t.get('kernels_per_step'), '.0f')} | {fmt(t.get('breaks_per_step'), '.1f')} | "
                 f"{fmt(t.get('eager_ops_per_step'), '.0f')} | {fmt(r.get('peak_mib'), '.0f')} | "
                 f"{check(r, ref, kind, tol)} |")
+            if t.get("arena_mib"):
+                notes.append(f"{model}, {LABELS[system]}: arenas of its traces (MiB): " +
+                             ", ".join(f"{a:.0f}" for a in t["arena_mib"]) +
+                             (" (on the GPU one arena, the largest, serves them all)"
+                              if args.device == "cuda" else ""))
             if t.get("compile_ms") is not None:
                 notes.append(f"{model}, {LABELS[system]}: {t['compile_ms'] / 1e3:.2f} s "
                              f"compiling in all, {t['compiles']} compiled traces")

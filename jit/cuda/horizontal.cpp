@@ -91,6 +91,19 @@ std::vector<DelayedLaunch> plan_combos(const tracer::TraceProgram& program, Fusi
   plan.launch_at.clear();
   if (!horizontal_enabled()) return out;
   const std::vector<Access> access = step_access(program, plan);
+  // Per value (an op's storage), the last step that reads it, and whether it is big: a
+  // group holding a big value's last reader launches right after that step, so delaying
+  // small kernels never keeps a big value alive longer (the memory plan follows launch_at).
+  std::map<int64_t, size_t> last_read;
+  for (size_t s = 0; s < access.size(); ++s)
+    for (int64_t k : access[s].reads) last_read[k] = s;
+  auto big = [&](int64_t k) {
+    if (k < 0 || static_cast<size_t>(k) >= program.ops.size()) return false;
+    const OutputMeta& m = program.ops[static_cast<size_t>(k)].meta;
+    int64_t numel = 1;
+    for (int64_t d : m.sizes) numel *= d;
+    return numel * itemsize(m.dtype) > kBigValueBytes;
+  };
   struct Group {
     std::vector<size_t> parts;
     std::set<int64_t> writes, touched;  // what the parts write; read or write
@@ -113,6 +126,14 @@ std::vector<DelayedLaunch> plan_combos(const tracer::TraceProgram& program, Fusi
       if (p == a || (!groups[p].closed && precedes(a, p))) return true;
     return false;
   };
+  // After step s: the open groups reading a big value whose last reader is s launch now.
+  auto end_big_reads = [&](size_t s) {
+    for (int64_t k : access[s].reads) {
+      if (last_read[k] != s || !big(k)) continue;
+      for (size_t g = 0; g < groups.size(); ++g)
+        if (!groups[g].closed && groups[g].touched.count(k)) close(g, s);
+    }
+  };
   for (const SegmentCut& cut : cut_segments(program, plan).cuts) {
     groups.clear();
     for (size_t s = cut.first_step; s < cut.end_step; ++s) {
@@ -126,6 +147,7 @@ std::vector<DelayedLaunch> plan_combos(const tracer::TraceProgram& program, Fusi
           conflicts.push_back(g);
       if (s >= steps.size() || !worth_combining(steps[s], sms)) {
         for (size_t g : conflicts) close(g, s - 1);  // launched in place: they go first
+        end_big_reads(s);
         continue;
       }
       // A small kernel: delayed into the first open group of its block shape that has room,
@@ -154,6 +176,7 @@ std::vector<DelayedLaunch> plan_combos(const tracer::TraceProgram& program, Fusi
       g.writes.insert(a.writes.begin(), a.writes.end());
       g.touched.insert(a.writes.begin(), a.writes.end());
       g.touched.insert(a.reads.begin(), a.reads.end());
+      end_big_reads(s);
     }
     for (size_t g = 0; g < groups.size(); ++g) close(g, cut.end_step - 1);
   }

@@ -15,9 +15,12 @@
 // open groups it conflicts with must launch before that one.
 // A step launched in place (a library call, a big kernel; a view does nothing on the GPU)
 // closes the groups it conflicts with: they launch right before it, their predecessors
-// first; the rest launch at the segment's end. So each group launches where all its parts'
-// inputs are ready and before any step that reads or overwrites what they touch: a
-// topological order in which library steps and big kernels keep their places. A per-
+// first; a group holding a big value (over kBigValueBytes) launches right after that
+// value's last reader (a delay never keeps an activation alive longer: a small reduction
+// over a big input, such as a weight gradient, delayed to the segment's end would keep
+// that input in the arena until then); the rest launch at the segment's end. So each group launches
+// where all its parts' inputs are ready and before any step that reads or overwrites what they
+// touch: a topological order in which library steps and big kernels keep their places. A per-
 // parameter chain (norm_i, then scale_i) gives one combo of norms then one of scales.
 // plan.launch_at records the moves; plan_memory keeps what a delayed step reads and
 // writes alive until its launch.
@@ -54,6 +57,8 @@ inline constexpr size_t kMaxComboParts = 64;
 inline constexpr int kMaxComboWords = 2048;             // 16 KiB of arguments
 inline constexpr int kMaxPartWords = 512;               // a part's words, staged in shared memory
 inline constexpr int64_t kResidentThreadsPerSm = 2048;  // sm_70 .. sm_90
+// A value over this many bytes is never kept alive past its last reader by a delay.
+inline constexpr int64_t kBigValueBytes = int64_t{1} << 20;
 
 // A kernel step's launch, as plan_combos sees it.
 struct ComboCandidate {

@@ -26,6 +26,7 @@
 #ifdef KILN_WITH_CUDA
 #include "jit/cuda/cuda_codegen.h"
 #include "jit/cuda/horizontal.h"
+#include "jit/memory_plan.h"
 #include "jit/cuda/nvrtc_compiler.h"
 #include "jit/cuda/nvrtc_programs.h"
 #include "jit/lower.h"
@@ -383,6 +384,43 @@ TEST_F(HorizontalPlan, PerParameterChainsGiveOneComboPerLink) {
   EXPECT_GE(combos(), 2u) << plan_.str(program_);
   EXPECT_LE(combos(), 3u) << plan_.str(program_);
   EXPECT_EQ(largest(), kShapes.size()) << plan_.str(program_);
+}
+
+// A small reduction over a big value (a row sum standing in for a weight gradient)
+// is that value's last reader: its launch is not delayed past it, so the memory plan lets
+// the next big value reuse the bytes (two 2 MiB products share one slice of the arena;
+// delayed to the end, both sums kept both products alive). Small kernels reading only
+// small values still share combos.
+TEST_F(HorizontalPlan, ADelayNeverKeepsABigValueAlivePastItsLastReader) {
+  const Tensor w = random_tensor({64, 1024});
+  const Tensor x = random_tensor({512, 64}), y = random_tensor({512, 64});
+  std::vector<Tensor> p, g;
+  for (int i = 0; i < 4; ++i) {
+    p.push_back(random_tensor({8, 8}));
+    g.push_back(random_tensor({8, 8}));
+  }
+  Tensor sa, sb;
+  plan([&] {
+    for (int i = 0; i < 2; ++i) p[i].sub_(g[i] * 0.1);
+    sa = kiln::sum(kiln::matmul(x, w), {1});  // 512 x 1024 floats: 2 MiB
+    sb = kiln::sum(kiln::matmul(y, w), {1});
+    for (int i = 2; i < 4; ++i) p[i].sub_(g[i] * 0.1);
+  });
+  const int64_t big = 512 * 1024 * 4;
+  int sums = 0;
+  for (size_t s = 0; s < plan_.steps.size(); ++s) {
+    const Step& st = plan_.steps[s];
+    if (st.kind != Step::Kind::Kernel || st.group.reduced_dims == 0) continue;
+    ++sums;
+    const int at = plan_.launch_at.empty() ? static_cast<int>(s) : plan_.launch_at[s];
+    EXPECT_EQ(at, static_cast<int>(s))
+        << "the sum of step " << s << " launches after step " << at << "\n"
+        << plan_.str(program_);
+  }
+  EXPECT_EQ(sums, 2) << plan_.str(program_);
+  const MemoryPlan memory = plan_memory(program_, plan_);
+  EXPECT_LT(memory.arena_bytes, 2 * big) << memory.str();
+  EXPECT_GE(combos(), 1u) << plan_.str(program_);  // the parameter updates
 }
 
 TEST_F(HorizontalPlan, ALibraryStepReadingAnUpdateKeepsItsPlace) {
