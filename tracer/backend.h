@@ -19,8 +19,9 @@ struct TraceProgram {
   int num_externals = 0;
   int num_scalars = 0;
   std::vector<bool> live;  // per op: its value was held by the user at the boundary
-  // Per op: the user still held its value 64+ ops after it was made, on the walk the trace
-  // was compiled from (a loss kept across a micro-step), though not at the boundary. A
+  // Per op: the user still held its value 64+ ops after its last reader in the trace, on
+  // the walk the trace was compiled from (a loss kept across a micro-step), though not at
+  // the boundary (values autograd keeps for backward are dropped after their reader). A
   // plan keeps such values in memory (its arena), so a replay launched in parts
   // (PartialRun) can go on past them while the user holds them.
   std::vector<bool> held;

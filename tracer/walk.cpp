@@ -10,7 +10,8 @@ namespace {
 
 struct LazyToken final : PendingValue {};
 
-// Walk::held_long's distance: a value still held this many ops after it was made.
+// Walk::seen_held's period and distance: every this many ops, the values made at least
+// this many ops ago that are still held.
 constexpr size_t kHeldLongOps = 64;
 
 // Lazy tensors' impls: one per replayed op, made and dropped at the op rate, so their
@@ -139,7 +140,7 @@ void Walk::clear() {
   externals.clear();
   scalars.clear();
   outputs.clear();
-  held_long.clear();
+  seen_held.clear();
   values.clear();
   external_of.clear();
   written.clear();
@@ -272,11 +273,11 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
   }
   outputs.push_back(value.impl_ptr());
   // Eager walks only (recording, warming up; a compiled path's lazy walk already has its
-  // plan): every 64 ops, the values made 64 to 128 ops ago that the user still holds.
+  // plan): every 64 ops, the values made 64 or more ops ago that are still held.
   if (!pending_token && outputs.size() % kHeldLongOps == 0 && outputs.size() >= 2 * kHeldLongOps) {
-    held_long.resize(outputs.size());
-    for (size_t i = outputs.size() - 2 * kHeldLongOps; i + kHeldLongOps < outputs.size(); ++i)
-      held_long[i] = !outputs[i].expired();
+    seen_held.resize(outputs.size(), 0);
+    for (size_t i = 0; i + kHeldLongOps < outputs.size(); ++i)
+      if (!outputs[i].expired()) seen_held[i] = static_cast<int32_t>(outputs.size());
   }
   values.set(value.impl_ptr(), node->depth - 1);
   if (node->op.in_place && value.impl()->storage) written.push_back(value.impl()->storage.get());
@@ -346,8 +347,18 @@ TraceProgram Walk::program() const {
   for (size_t i = 0; i < program.ops.size() && i < outputs.size(); ++i)
     program.live[i] = !outputs[i].expired();
   program.held.assign(program.ops.size(), false);
-  for (size_t i = 0; i < program.ops.size() && i < held_long.size(); ++i)
-    program.held[i] = held_long[i] && !program.live[i];
+  std::vector<int32_t> last_read(program.ops.size());
+  for (size_t j = 0; j < program.ops.size(); ++j) {
+    last_read[j] = static_cast<int32_t>(j);
+    const TraceOp& op = program.ops[j];
+    for (const InputRef& r : op.inputs)
+      if (r.kind == InputRef::Kind::Value) last_read[r.index] = static_cast<int32_t>(j);
+    if (op.in_place && op.target.kind == InputRef::Kind::Value)
+      last_read[op.target.index] = static_cast<int32_t>(j);
+  }
+  for (size_t i = 0; i < program.ops.size() && i < seen_held.size(); ++i)
+    program.held[i] =
+        seen_held[i] >= last_read[i] + static_cast<int32_t>(kHeldLongOps) && !program.live[i];
   return program;
 }
 

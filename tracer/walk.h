@@ -58,9 +58,12 @@ struct Walk {
   std::vector<Tensor> externals;
   std::vector<Scalar> scalars;
   std::vector<std::weak_ptr<TensorImpl>> outputs;  // per op: the tensor the user got
-  // Per op, on eager walks: the user still held its value 64 to 128 ops after it was
-  // made (a loss kept across a micro-step): TraceProgram::held.
-  std::vector<bool> held_long;
+  // Per op, on eager walks: the last op count (a multiple of 64) at which its value was
+  // seen still held, at least 64 ops after it was made (0: never). program() marks held
+  // the values seen held 64+ ops after their last reader in the walk: kept by the user
+  // (a loss across a micro-step), not by autograd (which drops a saved activation when
+  // the backward op reading it ran): TraceProgram::held.
+  std::vector<int32_t> seen_held;
   ImplMap values;                       // tensor -> op producing its current value
   ImplMap external_of;                  // tensor -> external input slot
   std::vector<const Storage*> written;  // storages this walk writes in place

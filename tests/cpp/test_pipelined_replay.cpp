@@ -204,3 +204,58 @@ TEST_F(PipelinedReplay, ValuesHeldFromTheLaunchedPartsAreRight) {
                           tol_pointwise(DType::Float32)));
   EXPECT_GE(parts.backend.counts.launched, 1);
 }
+
+// TraceProgram::held (a value a plan launched in parts keeps until the run ends): values
+// the user keeps past their last reader are held; the activations autograd saves for
+// backward are not (autograd drops each after the backward op reading it ran), so a GPU
+// plan may reuse their bytes within the run (the GPT step's arena held both micro-steps'
+// activations). The compiled program is captured from the backend.
+TEST_F(PipelinedReplay, OnlyValuesTheUserKeepsPastTheirLastReaderAreHeld) {
+  struct Capture final : tr::TraceBackend {
+    std::unique_ptr<tr::Executable> compile(const tr::TraceProgram& program) override {
+      if (!held.empty() || program.ops.size() < 200) return nullptr;
+      program_ops = program.ops;
+      held = program.held;
+      return nullptr;  // the trace stays eager: only its program matters here
+    }
+    std::vector<tr::TraceOp> program_ops;
+    std::vector<bool> held;
+  } capture;
+  tr::register_backend_first(&capture);
+  std::vector<Tensor> w;
+  for (int k = 0; k < 40; ++k) {
+    w.push_back(random_tensor({16, 16}) * 0.2);
+    w.back().set_requires_grad(true);
+  }
+  const Tensor x = random_tensor({8, 16});
+  Tensor kept;  // the first micro-step's loss, kept through the second
+  for (int step = 0; step < 4 && capture.held.empty(); ++step) {
+    tr::Region region;
+    for (int micro = 0; micro < 2; ++micro) {
+      Tensor h = x;
+      for (const Tensor& wk : w) h = kiln::tanh(kiln::matmul(h, wk));
+      Tensor loss = kiln::sum(h);
+      loss.backward();
+      if (micro == 0) kept = loss;
+    }
+  }
+  tr::unregister_backend(&capture);
+  ASSERT_FALSE(capture.held.empty()) << tr::explain().table();
+  int held_sums = 0, held_tanh = 0, tanh_count = 0;
+  for (size_t i = 0; i < capture.program_ops.size() && i < capture.held.size(); ++i) {
+    const kiln::OpId op = capture.program_ops[i].op;
+    if (op == kiln::OpId::Sum) held_sums += capture.held[i];
+    if (op == kiln::OpId::Tanh) {
+      ++tanh_count;
+      held_tanh += capture.held[i];
+    }
+  }
+  // The second micro-step's loss, in scope through its backward (the first is live at the
+  // boundary: `kept`).
+  EXPECT_EQ(held_sums, 1);
+  EXPECT_EQ(tanh_count, 160);  // 80 forward, 80 in the backward of tanh
+  // Of the 80 forward tanh values (all saved for backward, all still alive 64 ops after
+  // they were made), only each micro-step's last one is held: `h` keeps it in scope
+  // through that micro-step's backward.
+  EXPECT_EQ(held_tanh, 2);
+}
