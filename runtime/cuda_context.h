@@ -32,7 +32,10 @@ void reset_peak_allocated(int device);
 // allocated there belong to it, and releasing them is deferred until the pool is
 // destroyed, because a captured graph keeps using every address it saw (an op's
 // temporary freed during capture must not be handed to anyone else while the graph can
-// replay). Blocks still in use when the pool dies go back to the cache on their release.
+// replay). Within the capture the pool reuses its own released blocks (the graph runs its
+// work in the captured stream order, like the cache), so it holds the most temporaries
+// alive at once, not their sum. Blocks still in use when the pool dies go back to the
+// cache on their release.
 class CapturePool {
  public:
   explicit CapturePool(int device);

@@ -75,7 +75,11 @@ DeviceScope::~DeviceScope() {
 struct CapturePool::State {
   int device = 0;
   std::unordered_set<void*> owned;  // allocated while the pool was open
-  std::vector<void*> deferred;      // released by their tensors, held for the graph
+  // Released by their tensors, held for the graph: block size -> block. While the pool
+  // is open they serve its next allocations (the capture is one stream's work, so a block
+  // freed earlier in it is free for what the graph runs later, as in the cache); they go
+  // back to the cache only when the pool dies.
+  std::multimap<size_t, void*> released;
 };
 
 namespace {
@@ -138,13 +142,15 @@ void free_cached_locked(DeviceState& s, int device) {
   cudaGetLastError();
 }
 
-// Finds a cached block for a rounded request: the exact size for small blocks, at most
-// 25% larger for large ones (blocks are never split).
+// The largest free block a rounded request of `block` bytes may take: the exact size for
+// small blocks, at most 25% larger for large ones (blocks are never split).
+size_t reuse_limit(size_t block) { return block <= kSmallLimit ? block : block + block / 4; }
+
+// Finds a cached block for a rounded request (reuse_limit).
 void* take_cached_locked(DeviceState& s, size_t block) {
   auto it = s.free_blocks.lower_bound(block);
   if (it == s.free_blocks.end()) return nullptr;
-  size_t limit = block <= kSmallLimit ? block : block + block / 4;
-  if (it->first > limit) return nullptr;
+  if (it->first > reuse_limit(block)) return nullptr;
   void* p = it->second;
   s.cached -= it->first;
   s.allocated += it->first;
@@ -174,7 +180,7 @@ CapturePool::~CapturePool() {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (s.capturing == state_) s.capturing = nullptr;
     for (void* p : state_->owned) s.pool_of.erase(p);
-    for (void* p : state_->deferred) release_locked(s, p);
+    for (const auto& [bytes, p] : state_->released) release_locked(s, p);
   }
   delete state_;
 }
@@ -209,6 +215,15 @@ void* allocate(size_t nbytes, int device) {
   if (nbytes == 0) return nullptr;
   size_t block = round_block(nbytes);
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.capturing) {  // a block the open pool's graph freed earlier in this capture
+    auto& released = s.capturing->released;
+    auto it = released.lower_bound(block);
+    if (it != released.end() && it->first <= reuse_limit(block)) {
+      void* p = it->second;
+      released.erase(it);
+      return p;
+    }
+  }
   if (void* p = take_cached_locked(s, block)) {
     if (s.capturing) adopt_locked(s, p);
     return p;
@@ -246,7 +261,8 @@ void release(void* ptr, size_t nbytes, int device) {
   DeviceState& s = *d.states[static_cast<size_t>(device)];
   std::lock_guard<std::mutex> lock(s.mutex);
   if (auto pool = s.pool_of.find(ptr); pool != s.pool_of.end()) {
-    pool->second->deferred.push_back(ptr);  // a graph may still use it
+    auto block = s.live_blocks.find(ptr);  // a graph may still use it: kept by its pool
+    if (block != s.live_blocks.end()) pool->second->released.emplace(block->second, ptr);
     return;
   }
   release_locked(s, ptr);

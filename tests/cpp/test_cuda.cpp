@@ -6,6 +6,7 @@
 #include <array>
 
 #include "reference.h"
+#include "runtime/cuda_context.h"
 
 namespace kt {
 namespace {
@@ -385,6 +386,35 @@ TEST_F(Cuda, CopyAcrossDevicesIntoViews) {
   Tensor c = make(Host({6, 4}), DType::Float32);
   c.t().copy_(g);  // device -> host view
   EXPECT_TRUE(all_close(c, permute(expected, {1, 0}), tol_exact()));
+}
+
+// A capture pool (cuda_context.h) reuses the blocks released while it is open for its own
+// later allocations, never hands them to anyone outside, and gives them to the cache when
+// it dies; the peak counts the pool's blocks once.
+TEST_F(Cuda, CapturePoolReusesItsReleasedBlocksOnlyForItself) {
+  namespace cc = kiln::cuda_context;
+  const size_t bytes = size_t{4} << 20;  // a whole number of 2 MiB blocks
+  cc::reset_peak_allocated(0);
+  const size_t before = cc::allocated_bytes(0);
+  void* a = nullptr;
+  {
+    cc::CapturePool pool(0);
+    pool.open();
+    a = cc::allocate(bytes, 0);
+    cc::release(a, bytes, 0);
+    void* b = cc::allocate(bytes, 0);  // the graph's earlier temporary, reused
+    EXPECT_EQ(b, a);
+    cc::release(b, bytes, 0);
+    pool.close();
+    void* c = cc::allocate(bytes, 0);  // outside the pool: never the graph's block
+    EXPECT_NE(c, a);
+    cc::release(c, bytes, 0);
+    EXPECT_LT(cc::peak_allocated_bytes(0) - before, 3 * bytes);  // a and c; without reuse a, b, c
+  }
+  void* d = cc::allocate(bytes, 0);  // the pool died: its block is the cache's again
+  EXPECT_TRUE(d == a || cc::cached_bytes(0) >= bytes);
+  cc::release(d, bytes, 0);
+  EXPECT_EQ(cc::allocated_bytes(0), before);
 }
 
 TEST_F(Cuda, OutOfMemoryIsAnErrorAndTheRuntimeRecovers) {
