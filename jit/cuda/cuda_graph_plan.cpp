@@ -3,6 +3,8 @@
 
 #include <cuda_runtime.h>
 
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -37,7 +39,7 @@ struct CudaGraphPlan::Impl {
   cudaGraph_t graph = nullptr;  // kept: the node handles below belong to it
   cudaGraphExec_t exec = nullptr;
   std::vector<Node> nodes;  // by id
-  std::unique_ptr<cuda_context::CapturePool> pool;
+  std::shared_ptr<cuda_context::CapturePool> pool;
 
   Node& at(int id) {
     if (static_cast<size_t>(id) >= nodes.size()) nodes.resize(static_cast<size_t>(id) + 1);
@@ -131,9 +133,27 @@ void CudaGraphPlan::copy(int id, void* dst, const void* src, size_t bytes) {
   }
 }
 
+namespace {
+
+// The capture pool the graphs of this thread share on `device`: they run one at a time on
+// the device's stream, so what one graph's temporaries used is free for the next graph's,
+// and a step's graphs (segments, variants) keep the most temporaries one of them has alive
+// at once, not their sum. It lives while a graph recorded in it does.
+std::shared_ptr<cuda_context::CapturePool> shared_capture_pool(int device) {
+  thread_local std::map<int, std::weak_ptr<cuda_context::CapturePool>> pools;
+  std::shared_ptr<cuda_context::CapturePool> pool = pools[device].lock();
+  if (!pool) {
+    pool = std::make_shared<cuda_context::CapturePool>(device);
+    pools[device] = pool;
+  }
+  return pool;
+}
+
+}  // namespace
+
 bool CudaGraphPlan::record_and_launch(const std::function<void()>& launch_all, std::string* why) {
   Impl& m = *impl_;
-  auto pool = std::make_unique<cuda_context::CapturePool>(m.device);
+  std::shared_ptr<cuda_context::CapturePool> pool = shared_capture_pool(m.device);
   cudaError_t e = cudaStreamBeginCapture(m.stream, cudaStreamCaptureModeRelaxed);
   if (e != cudaSuccess) {
     cudaGetLastError();
@@ -172,7 +192,7 @@ bool CudaGraphPlan::record_and_launch(const std::function<void()>& launch_all, s
   m.release_graph();
   m.graph = graph;
   m.exec = exec;
-  m.pool = std::move(pool);  // the old graph's temporaries go back to the cache
+  m.pool = std::move(pool);
   ++(again ? stats_.recaptures : stats_.captures);
   launch();
   return true;

@@ -5,7 +5,8 @@
 // memcpy-node update. Library calls (cuBLAS, eager kernels) are opaque: when their
 // pointers or scalars change the plan records the launches again and updates the graph
 // in place (counted as a re-capture). Temporaries allocated while recording come from a
-// capture pool kept alive with the graph.
+// capture pool kept alive with the graph, one pool for all graphs of a thread on a device
+// (they run one at a time on its stream, so they share the temporaries' bytes).
 #pragma once
 
 #include <cstdint>
