@@ -287,37 +287,36 @@ void empty_cache() {
   }
 }
 
-namespace {
-
-// f(state) under the device's lock, or `absent` for a device kiln does not have.
-template <class R, class F>
-R with_device_state(int device, R absent, F&& f) {
+size_t cached_bytes(int device) {
   const Devices& d = devices();
-  if (device < 0 || device >= d.count) return absent;
+  if (device < 0 || device >= d.count) return 0;
   DeviceState& s = *d.states[static_cast<size_t>(device)];
   std::lock_guard<std::mutex> lock(s.mutex);
-  return f(s);
-}
-
-}  // namespace
-
-size_t cached_bytes(int device) {
-  return with_device_state(device, size_t{0}, [](DeviceState& s) { return s.cached; });
+  return s.cached;
 }
 
 size_t allocated_bytes(int device) {
-  return with_device_state(device, size_t{0}, [](DeviceState& s) { return s.allocated; });
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return 0;
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.allocated;
 }
 
 size_t peak_allocated_bytes(int device) {
-  return with_device_state(device, size_t{0}, [](DeviceState& s) { return s.peak_allocated; });
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return 0;
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.peak_allocated;
 }
 
 void reset_peak_allocated(int device) {
-  with_device_state(device, false, [](DeviceState& s) {
-    s.peak_allocated = s.allocated;
-    return true;
-  });
+  const Devices& d = devices();
+  if (device < 0 || device >= d.count) return;
+  DeviceState& s = *d.states[static_cast<size_t>(device)];
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.peak_allocated = s.allocated;
 }
 
 void* stream(int device) {
