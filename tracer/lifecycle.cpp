@@ -301,7 +301,7 @@ SizeClass size_class(const TraceTree& tree, const Anchor& anchor, const TraceNod
 }  // namespace
 
 void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
-                    TraceStatistics& statistics, const UserSite& end_site) {
+                    TraceStatistics& statistics, const UserSite& end_site, bool provisional) {
   ++node.endings;
   TraceLifecycle& lifecycle = anchor.lifecycle;
   lifecycle.name_by_end(end_site);
@@ -309,6 +309,7 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
   // A compile of this anchor is running: no second one (nor a recompile counted) until
   // it is installed; this path's endings go on counting.
   if (anchor.pending) return;
+  if (provisional && node.endings < kProvisionalEndings) return;
   bool hot = lifecycle.is_hot(node.endings);
   // Sizes: a path that is a compiled variant but for its sizes compiles at once, with the
   // dims that differ symbolic (or, for sizes 0 and 1, exactly: a specialisation); paths
@@ -325,6 +326,15 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
     } else if (c.compiled_peer && c.failure == GeneralizeFailure::ZeroOrOne) {
       hot = true;
     }
+  }
+  if (anchor.root.compiled_below == 0 &&
+      anchor.fresh_paths.on_ending(node.endings, hot, tree.tick)) {
+    ++statistics.fresh_path_suspensions;
+    log_line(kLogTrace, detail::cat("trace at ", lifecycle.site().str_exact(), ": ",
+                                    FreshPathPenalty::kFreshWalks,
+                                    " walks in a row each took a new path: recording "
+                                    "suspended, eager for the next ",
+                                    anchor.fresh_paths.penalty(), " walks"));
   }
   if (!hot) return;
   if (node.depth < 2 && node.compiled_below == 0) {  // one op: nothing to fuse

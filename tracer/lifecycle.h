@@ -126,12 +126,51 @@ class HeadPenalty {
   int count_ = 0;
 };
 
+// Anchors whose walks never repeat (LuaJIT blacklists a trace start that keeps aborting;
+// here with backoff, as for heads): kFreshWalks walks in a row at an anchor with nothing
+// compiled or compiling, each ending on a path no walk had ended on before and none of
+// them hot (a slice whose bounds move every step, a scalar that changes), suspend its
+// recording: its walks run eagerly, recording nothing, for the next `penalty` walks (16,
+// doubling up to HeadPenalty::kMost), then it records again. Recording such a stream cost
+// 7x its eager time (bench/dynamic_shapes.py, kv) and compiled nothing.
+class FreshPathPenalty {
+ public:
+  static constexpr int kFreshWalks = 8;
+
+  bool suspended(uint64_t now) const { return backoff_.suspended(now); }
+  // A walk ended on a path that has now ended `endings` times; hot: it compiles (or a
+  // peer of it does). True when this ending suspended the anchor.
+  bool on_ending(int64_t endings, bool hot, uint64_t now) {
+    streak_ = endings == 1 && !hot ? streak_ + 1 : 0;
+    if (streak_ < kFreshWalks) return false;
+    streak_ = 0;
+    backoff_.penalize(now);
+    return true;
+  }
+  uint64_t penalty() const { return backoff_.penalty(); }
+
+ private:
+  int streak_ = 0;
+  HeadPenalty backoff_;
+};
+
+// A walk ended by a loop closing at a guessed head (LoopClose::AtHead), or a round of a
+// loop anchored at one that could still be unrolled (at most Tracer's kMaxUnrolledRounds
+// rounds in a row so far), is provisional: the head may be a layer called several times
+// in a step (an autocast cast of each layer's weight), found false at the step's host
+// read. Its path is hot only after kProvisionalEndings endings, not the warmup's 2: a
+// false head's per-layer traces then never compile (before: a bf16 GPT step on the H200
+// compiled 17 traces, 12 recompiles), while a real loop without host reads compiles once
+// it has run more rounds in a row than would be unrolled.
+constexpr int64_t kProvisionalEndings = 16;
+
 // The compile policy, at the end of a walk that recorded or materialized up to `node`
 // (not at a compiled trace): counts the ending and, once the path is hot, compiles it
 // (or leaves the anchor eager), logging and noting the event in `statistics`. In
 // background mode the compile is submitted (Anchor::pending) and this returns at once.
+// provisional: the walk ended as above.
 void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk& walk,
-                    TraceStatistics& statistics, const UserSite& end_site);
+                    TraceStatistics& statistics, const UserSite& end_site, bool provisional);
 
 // Installs the anchor's background compile if it is done (wait: waits for it first);
 // true when one was installed or reported as failed. Called when a walk begins at the

@@ -181,6 +181,7 @@ std::string ExplainReport::json() const {
      << (replay_ns_per_op < 0 ? std::string("null") : fixed(replay_ns_per_op, 1))
      << ", \"evicted_traces\": " << evicted_traces << ", \"evicted_ops\": " << evicted_ops
      << ", \"head_penalties\": " << head_penalties << ", \"unrolled_loops\": " << unrolled_loops
+     << ", \"fresh_path_suspensions\": " << fresh_path_suspensions
      << ", \"independent_reads\": " << independent_reads << ", \"host_side_ops\": " << host_side_ops
      << ", \"stored_loaded\": " << stored_loaded << ", \"stored_refused\": " << stored_refused
      << "}";

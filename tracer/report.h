@@ -87,6 +87,9 @@ struct ExplainReport {
   // Short loops between two host reads (a gradient-accumulation loop inside a step)
   // unrolled into the step's trace: their head was suspended (Tracer: LoopRounds).
   int64_t unrolled_loops = 0;
+  // Anchors whose walks each took a new path, kFreshWalks in a row: their recording was
+  // suspended for a while (FreshPathPenalty, lifecycle.h).
+  int64_t fresh_path_suspensions = 0;
   // Host reads of values that owe nothing to the trace being walked (no boundary), and
   // the ops run outside traces because their values are read on the host (a batch's
   // random indices): Tracer::on_host_read.

@@ -119,6 +119,7 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
   r.evicted_ops = evicted_ops;
   r.head_penalties = head_penalties;
   r.unrolled_loops = unrolled_loops;
+  r.fresh_path_suspensions = fresh_path_suspensions;
   r.host_side_ops = host_side_ops;
   r.independent_reads = independent_reads;
   r.stored_loaded = stored_loaded;

@@ -42,13 +42,14 @@ struct TraceStatistics {
   int64_t replay_ops = 0;  // ops those runs covered
   int64_t evicted_traces = 0;
   int64_t evicted_ops = 0;
-  int64_t head_penalties = 0;     // false loop heads (HeadPenalty, lifecycle.h)
-  int64_t unrolled_loops = 0;     // short loops between host reads unrolled (tracer.h)
-  int64_t host_side_ops = 0;      // ops run outside traces as host-side (tracer.h)
-  int64_t independent_reads = 0;  // host reads that needed no boundary
-  int64_t stored_loaded = 0;      // traces loaded from the warm-start store (warm_start.h)
-  int64_t stored_refused = 0;     // stored traces refused (another build, malformed)
-  int64_t size_bindings = 0;      // symbolic traces bound to new sizes (symbolic_shapes.h)
+  int64_t head_penalties = 0;          // false loop heads (HeadPenalty, lifecycle.h)
+  int64_t unrolled_loops = 0;          // short loops between host reads unrolled (tracer.h)
+  int64_t fresh_path_suspensions = 0;  // anchors' recording suspended (FreshPathPenalty)
+  int64_t host_side_ops = 0;           // ops run outside traces as host-side (tracer.h)
+  int64_t independent_reads = 0;       // host reads that needed no boundary
+  int64_t stored_loaded = 0;           // traces loaded from the warm-start store (warm_start.h)
+  int64_t stored_refused = 0;          // stored traces refused (another build, malformed)
+  int64_t size_bindings = 0;           // symbolic traces bound to new sizes (symbolic_shapes.h)
 
   // Measured time of compiled-trace replays per op (ns); -1 before the first replay.
   double replay_ns_per_op() const {

@@ -74,6 +74,8 @@ struct Anchor {
   // starts are off or its site has no stable key (its traces are not saved).
   std::string stored_key;
   uint64_t stored_site = 0;
+  // Walks ending on new paths again and again suspend its recording (lifecycle.h).
+  FreshPathPenalty fresh_paths;
   // A variant with symbolic sizes was compiled here (symbolic_shapes.h): its walks keep
   // each replayed op's metadata (Walk::metas).
   bool symbolic = false;
@@ -98,7 +100,7 @@ struct TraceTree {
   }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
     anchors.push_back(std::make_unique<Anchor>(
-        Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr, {}, 0, false}));
+        Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr, {}, 0, {}, false}));
     ++nodes;
     return anchors.back().get();
   }

@@ -179,7 +179,10 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       } else if (round) {
         loop_rounds_ = LoopRounds{walk_.anchor, 1, walk_.node->depth};
       }
-      end_walk(Boundary::Loop, nullptr, {});
+      const bool provisional =
+          close == LoopClose::AtHead ||
+          (walk_.anchor->head_key != 0 && loop_rounds_.rounds <= kMaxUnrolledRounds);
+      end_walk(Boundary::Loop, nullptr, {}, provisional);
       new_externals.clear();
       if (fresh.set) {
         // closes_loop described it fresh: its inputs are all external to the ended walk
@@ -337,7 +340,8 @@ void Tracer::begin_walk(const TraceOp& first, uint64_t head_key, bool round) {
   walk_.begin(*anchor, ++tree_.tick);
 }
 
-void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& site) {
+void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& site,
+                      bool provisional) {
   if (!walk_.active()) return;
   if (logging(kLogWalks)) {
     static constexpr const char* kEnds[] = {"a region edge", "the loop coming round", "", ""};
@@ -382,7 +386,7 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
     region_plan_ = RegionPlan{walk_.node->compiled, walk_.externals, walk_.scalars, walk_.outputs};
   }
   if (!replayed && !eager && kind != Boundary::Abort && !walk_.at_root())
-    on_trace_ended(tree_, *walk_.anchor, *walk_.node, walk_, statistics_, site);
+    on_trace_ended(tree_, *walk_.anchor, *walk_.node, walk_, statistics_, site, provisional);
   const int64_t eager_ns = replayed ? 0 : walk_.eager_ns;
   const int64_t eager_ops = replayed || eager || walk_.at_root() ? 0 : walk_.node->depth;
   walk_.clear();

@@ -126,7 +126,9 @@ class Tracer final : public DispatchHook {
   void unroll_short_loop();
   static uint64_t penalty_key(const TraceOp& op);
   // Ends the walk; `cause` is the reason of a Break or Abort (none for Region and Loop).
-  void end_walk(Boundary kind, const BreakCause* cause, const UserSite& site);
+  // provisional: a loop closure at a guessed head ends it (lifecycle.h, kProvisionalEndings).
+  void end_walk(Boundary kind, const BreakCause* cause, const UserSite& site,
+                bool provisional = false);
   int warmup_for_new_anchor() const;
 
   bool enabled_;

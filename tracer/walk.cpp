@@ -108,10 +108,10 @@ bool same_scalars(const Scalar* a, size_t count, const OpCall& call) {
 
 }  // namespace
 
-WalkMode walk_mode_for(const Anchor& anchor) {
+WalkMode walk_mode_for(const Anchor& anchor, uint64_t now) {
   switch (anchor.lifecycle.state()) {
     case TraceState::Recording:
-      return WalkMode::Record;
+      return anchor.fresh_paths.suspended(now) ? WalkMode::Eager : WalkMode::Record;
     case TraceState::Compiled:
       return WalkMode::Replay;
     case TraceState::SingleOp:
@@ -129,7 +129,7 @@ void Walk::begin(Anchor& start, uint64_t now) {
   tick = now;
   node = &start.root;
   node->last_use = now;
-  mode = walk_mode_for(start);
+  mode = walk_mode_for(start, now);
 }
 
 void Walk::clear() {

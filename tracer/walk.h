@@ -47,8 +47,9 @@ class WalkBoundaryScope {
 // loop, or the head may sit in an inner loop; lifecycle.h's head penalties judge it).
 enum class LoopClose : uint8_t { No, AtAnchor, AtHead };
 
-// The mode a walk starts in under an anchor: it follows the anchor's TraceState.
-WalkMode walk_mode_for(const Anchor& anchor);
+// The mode a walk starts in under an anchor at walk `now`: it follows the anchor's
+// TraceState (Eager while a FreshPathPenalty suspends its recording).
+WalkMode walk_mode_for(const Anchor& anchor, uint64_t now);
 
 struct Walk {
   WalkMode mode = WalkMode::Idle;

@@ -74,7 +74,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=15)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--top", type=int, default=30)
-    ap.add_argument("--explain", action="store_true", help="kiln: print explain() at the end")
+    ap.add_argument("--explain", action="store_true",
+                    help="kiln: print explain() at the end (without its guard and op lines)")
+    ap.add_argument("--amp", default="", choices=("", "bf16", "fp16"),
+                    help="gpt's forward under autocast to this dtype (as run.py --amp)")
     args = ap.parse_args()
     if args.fw == "kiln" and args.mode == "eager":
         os.environ["KILN_TRACE"] = "0"
@@ -84,7 +87,8 @@ def main():
                                 args.device)
     compat.prepare(fw)
     module = __import__(MODELS[args.only][0])
-    case = module.make(fw, args.device, args.size or ("gpu" if args.device == "cuda" else "cpu"))
+    case = module.make(fw, args.device, args.size or ("gpu" if args.device == "cuda" else "cpu"),
+                       **({"amp": args.amp} if args.amp else {}))
     for _ in range(args.warmup):
         case.step()
     sync()
@@ -97,7 +101,8 @@ def main():
     if args.fw == "kiln":
         kiln_table(fw, case, args.steps, sync, args.top)
         if args.explain:
-            text = str(fw.explain())
+            text = "\n".join(line for line in str(fw.explain()).splitlines()
+                             if not line.lstrip().startswith(("guard in", "ops:")))
             print(text if len(text) < 20000 else text[:10000] + "\n...\n" + text[-10000:])
     else:
         torch_table(fw, case, args.steps, sync, args.top, args.device)

@@ -141,6 +141,7 @@ class Explanation:
         self.replay_ns_per_op = data.get("replay_ns_per_op")
         self.head_penalties = data.get("head_penalties", 0)
         self.unrolled_loops = data.get("unrolled_loops", 0)
+        self.fresh_path_suspensions = data.get("fresh_path_suspensions", 0)
         self.independent_reads = data.get("independent_reads", 0)
         self.host_side_ops = data.get("host_side_ops", 0)
         self.stored_loaded = data.get("stored_loaded", 0)
