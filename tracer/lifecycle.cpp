@@ -1,6 +1,7 @@
 #include "tracer/lifecycle.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "runtime/error.h"
 #include "tracer/config.h"
@@ -386,6 +387,16 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
   }
   on_compiled(tree, anchor, node, std::move(program), std::move(result), walk.exit_cause,
               statistics, CompileOrigin::OnThread);
+}
+
+void forget_endings(Anchor& anchor) {
+  std::vector<TraceNode*> stack{&anchor.root};
+  while (!stack.empty()) {
+    TraceNode* n = stack.back();
+    stack.pop_back();
+    if (!n->compiled && n != anchor.pending_node) n->endings = 0;
+    for (const auto& c : n->children) stack.push_back(c.get());
+  }
 }
 
 bool take_finished_compile(TraceTree& tree, Anchor& anchor, TraceStatistics& statistics,

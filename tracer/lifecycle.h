@@ -155,14 +155,16 @@ class FreshPathPenalty {
 };
 
 // A walk ended by a loop closing at a guessed head (LoopClose::AtHead), or a round of a
-// loop anchored at one that could still be unrolled (at most Tracer's kMaxUnrolledRounds
-// rounds in a row so far), is provisional: the head may be a layer called several times
-// in a step (an autocast cast of each layer's weight), found false at the step's host
-// read. Its path is hot only after kProvisionalEndings endings, not the warmup's 2: a
-// false head's per-layer traces then never compile (before: a bf16 GPT step on the H200
-// compiled 17 traces, 12 recompiles), while a real loop without host reads compiles once
-// it has run more rounds in a row than would be unrolled.
+// loop anchored at one while the loop's rounds so far would fit in one trace (at most
+// KILN_MAX_TRACE ops), is provisional: the head may be a layer called several times in a
+// step (an autocast cast of each layer's weight), found false at the step's host read.
+// Its path is hot only after kProvisionalEndings endings, not the warmup's 2, and a head
+// found false forgets the endings of its anchor's paths (forget_endings): a false head's
+// per-layer traces never compile (before: a bf16 GPT step on the H200 compiled 17 traces,
+// 12 recompiles), while a real loop compiles once its rounds outgrow one trace.
 constexpr int64_t kProvisionalEndings = 16;
+// The endings counted on the anchor's paths not compiled (nor compiling) go back to 0.
+void forget_endings(Anchor& anchor);
 
 // The compile policy, at the end of a walk that recorded or materialized up to `node`
 // (not at a compiled trace): counts the ending and, once the path is hot, compiles it

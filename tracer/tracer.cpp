@@ -181,7 +181,7 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       }
       const bool provisional =
           close == LoopClose::AtHead ||
-          (walk_.anchor->head_key != 0 && loop_rounds_.rounds <= kMaxUnrolledRounds);
+          (walk_.anchor->head_key != 0 && loop_rounds_.ops <= config().max_trace_length);
       end_walk(Boundary::Loop, nullptr, {}, provisional);
       new_externals.clear();
       if (fresh.set) {
@@ -470,6 +470,7 @@ void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
   if (walk_.anchor->head_key != 0) {
     HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
     penalty.penalize(tree_.tick);
+    forget_endings(*walk_.anchor);
     ++statistics_.head_penalties;
     log_line(kLogTrace, detail::cat("loop head at ", walk_.anchor->lifecycle.site().str_exact(),
                                     " ends at a host read: not a loop head for the next ",
@@ -496,6 +497,7 @@ void Tracer::unroll_short_loop() {
   if (key == 0) return;
   HeadPenalty& penalty = head_penalties_[key];
   penalty.penalize(tree_.tick);
+  forget_endings(*walk_.anchor);  // its rounds were not a loop of the hot path
   ++statistics_.unrolled_loops;
   log_line(kLogTrace,
            detail::cat("loop at ", walk_.anchor->lifecycle.site().str_exact(), " ran ", rounds,

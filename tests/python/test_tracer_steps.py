@@ -179,22 +179,24 @@ def test_a_suspended_anchor_records_again_and_compiles_once_its_paths_repeat(rng
     assert_steady(before, after)
 
 
-def cast_layers_step(seed, layers=6):
-    """A step through `layers` linear layers that each first cast their weight (what
-    autocast does to every linear's weight), SGD, loss.item() once per step."""
+def cast_layers_step(seed, layers=6, micro=2):
+    """A step of `micro` micro-steps through `layers` linear layers that each first cast
+    their weight (what autocast does to every linear's weight), gradients accumulated,
+    SGD, loss.item() once per step."""
     rng = np.random.default_rng(seed)
-    x = t(rng.standard_normal((8, 16)))
+    xs = [t(rng.standard_normal((8, 16))) for _ in range(micro)]
     weights = [t(rng.standard_normal((16, 16)) * 0.3).requires_grad_(True) for _ in range(layers)]
     opt = kiln.optim.SGD(weights, lr=0.05)
 
     def step(_):
-        h = x * 1.0  # the step's first op: its head
-        for w in weights:
-            h = kiln.tanh(h @ w.to(kiln.float64).to(kiln.float32))
-        loss = (h * h).mean()
-        opt.zero_grad()
-        loss.backward()
+        for x in xs:
+            h = x * 1.0  # the micro-step's first op
+            for w in weights:
+                h = kiln.tanh(h @ w.to(kiln.float64).to(kiln.float32))
+            loss = (h * h).mean() / micro
+            loss.backward()
         opt.step()
+        opt.zero_grad()
         return loss.item()
 
     return step
