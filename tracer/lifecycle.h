@@ -154,8 +154,9 @@ class FreshPathPenalty {
   HeadPenalty backoff_;
 };
 
-// A walk ended by a loop closing at a guessed head (LoopClose::AtHead), or a round of a
-// loop anchored at one while the loop's rounds so far would fit in one trace (at most
+// A walk ended by a loop closing at a guessed head (LoopClose::AtHead found by place: the
+// same op at the same site on other externals, not the very same inputs), or a round of
+// a loop anchored at one while the loop's rounds so far would fit in one trace (at most
 // KILN_MAX_TRACE ops), is provisional: the head may be a layer called several times in a
 // step (an autocast cast of each layer's weight), found false at the step's host read.
 // Its path is hot only after kProvisionalEndings endings, not the warmup's 2, and a head

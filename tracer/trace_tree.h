@@ -65,6 +65,10 @@ struct Anchor {
   // Set when a walk began here because the stream came round to this op mid-walk
   // (LoopClose::AtHead): the key of its HeadPenalty (lifecycle.h); 0 otherwise.
   uint64_t head_key = 0;
+  // That head was found by place (Walk::closes_loop: the same op at the same site on
+  // other externals), not by the very same inputs coming round: its rounds are
+  // provisional (lifecycle.h, kProvisionalEndings).
+  bool head_guessed = false;
   // A compile of one of its paths running in the background (background_compile.h), and
   // the node it is for; installed at the anchor's next walk once done. One at a time: a
   // path that gets hot meanwhile waits (its endings go on counting).
@@ -100,7 +104,7 @@ struct TraceTree {
   }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
     anchors.push_back(std::make_unique<Anchor>(
-        Anchor{first, std::move(lifecycle), {}, 0, nullptr, nullptr, {}, 0, {}, false}));
+        Anchor{first, std::move(lifecycle), {}, 0, false, nullptr, nullptr, {}, 0, {}, false}));
     ++nodes;
     return anchors.back().get();
   }

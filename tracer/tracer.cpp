@@ -171,6 +171,7 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       auto it = head_penalties_.find(key);
       if (it != head_penalties_.end() && it->second.suspended(tree_.tick)) close = LoopClose::No;
     }
+    if (close == LoopClose::AtHead && helper_suspended(op.op)) close = LoopClose::No;
     if (close != LoopClose::No) {
       const bool round = close == LoopClose::AtAnchor;
       if (round && walk_is_round_ && loop_rounds_.anchor == walk_.anchor) {
@@ -179,9 +180,12 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       } else if (round) {
         loop_rounds_ = LoopRounds{walk_.anchor, 1, walk_.node->depth};
       }
+      // A head found by place (the same op at the same site on other externals: maybe a
+      // layer called again), not by the very same inputs coming round (fresh unset).
+      // (Without a site there is no penalty to judge a head: no provisional rounds.)
+      const bool guessed = close == LoopClose::AtHead && fresh.set && key != 0;
       const bool provisional =
-          close == LoopClose::AtHead ||
-          (walk_.anchor->head_key != 0 && loop_rounds_.ops <= config().max_trace_length);
+          guessed || (walk_.anchor->head_guessed && loop_rounds_.ops <= config().max_trace_length);
       end_walk(Boundary::Loop, nullptr, {}, provisional);
       new_externals.clear();
       if (fresh.set) {
@@ -195,6 +199,9 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
         op.site = site;
       }
       begin_walk(op, close == LoopClose::AtHead ? key : 0, round);
+      // (A head a compiled trace already starts at stays what it was.)
+      if (close == LoopClose::AtHead && walk_.anchor->lifecycle.compiles() == 0)
+        walk_.anchor->head_guessed = guessed;
     } else if (!continues && walk_.mode == WalkMode::Record && !walk_.at_root() &&
                loops_allowed() && WarmStart::on() && warm_.is_stored_head(site)) {
       // A stored trace is anchored here (warm_start.h): the walk from the setup code ends
@@ -319,6 +326,27 @@ int Tracer::warmup_for_new_anchor() const {
   for (auto it = regions_.rbegin(); it != regions_.rend(); ++it)
     if (it->warmup >= 1) return it->warmup;
   return config().warmup;
+}
+
+uint64_t Tracer::helper_key(const UserSite& site, OpId op) {
+  if (site.helper.empty()) return 0;  // the user's own op
+  uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(op);
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
+  for (size_t f = 0; f < site.key.size(); ++f) {
+    if (site.key[f].file.rfind("kiln/", 0) != 0) continue;  // the helpers' frames only
+    for (char c : site.key[f].file) mix(static_cast<unsigned char>(c));
+    for (char c : site.key[f].qualname) mix(static_cast<unsigned char>(c));
+    mix(static_cast<uint64_t>(site.key[f].offset));
+    mix(site.key[f].code_hash);
+  }
+  return h ? h : 1;
+}
+
+bool Tracer::helper_suspended(OpId op) const {
+  if (helper_penalties_.empty()) return false;
+  const uint64_t key = helper_key(current_site(), op);
+  auto it = helper_penalties_.find(key);
+  return it != helper_penalties_.end() && it->second.suspended(tree_.tick);
 }
 
 uint64_t Tracer::penalty_key(const TraceOp& op) {
@@ -471,6 +499,9 @@ void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
     HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
     penalty.penalize(tree_.tick);
     forget_endings(*walk_.anchor);
+    const UserSite& head = walk_.anchor->lifecycle.site();
+    if (const uint64_t helper = helper_key(head, walk_.anchor->first.op))
+      helper_penalties_[helper].penalize(tree_.tick);
     ++statistics_.head_penalties;
     log_line(kLogTrace, detail::cat("loop head at ", walk_.anchor->lifecycle.site().str_exact(),
                                     " ends at a host read: not a loop head for the next ",
@@ -566,6 +597,7 @@ void Tracer::reset() {
   tree_ = TraceTree{};
   statistics_ = TraceStatistics{};
   head_penalties_.clear();
+  helper_penalties_.clear();
   loop_rounds_ = LoopRounds{};
   walk_is_round_ = false;
   host_sites_.clear();

@@ -125,6 +125,13 @@ class Tracer final : public DispatchHook {
   // enough ops for one trace, the loop is unrolled into the trace between the two reads.
   void unroll_short_loop();
   static uint64_t penalty_key(const TraceOp& op);
+  // A guessed head issued inside one of kiln's helpers (an autocast cast in F.linear, an
+  // nn module's op): the helper's place and the op, whatever the user's call site; 0 for
+  // an op the user's own code issued. A head found false there suspends the helper's
+  // place at every call site (helper_penalties_): a layer's weight casts at five user
+  // lines are one false head, not five found one step at a time.
+  static uint64_t helper_key(const UserSite& site, OpId op);
+  bool helper_suspended(OpId op) const;
   // Ends the walk; `cause` is the reason of a Break or Abort (none for Region and Loop).
   // provisional: a loop closure at a guessed head ends it (lifecycle.h, kProvisionalEndings).
   void end_walk(Boundary kind, const BreakCause* cause, const UserSite& site,
@@ -146,7 +153,8 @@ class Tracer final : public DispatchHook {
   Walk walk_;
   TraceStatistics statistics_;
   WarmStart warm_;  // stored traces: loaded at new anchors, heads met mid-walk
-  std::unordered_map<uint64_t, HeadPenalty> head_penalties_;  // by penalty_key
+  std::unordered_map<uint64_t, HeadPenalty> head_penalties_;    // by penalty_key
+  std::unordered_map<uint64_t, HeadPenalty> helper_penalties_;  // by helper_key
   // The loop the current walk is a round of: a walk came round to its anchor and ended
   // (LoopClose::AtAnchor), and each later walk of the same anchor that did too. A loop
   // that comes round at most kMaxUnrolledRounds times between two host reads, in at most
