@@ -83,6 +83,10 @@ struct Anchor {
   // A variant with symbolic sizes was compiled here (symbolic_shapes.h): its walks keep
   // each replayed op's metadata (Walk::metas).
   bool symbolic = false;
+  // Where its first op is in the user's function, whoever called it (current_function_
+  // site; 0: unknown, or the anchor began at a loop head): a walk from the same place
+  // reached through another caller takes this anchor (TraceTree::find_anchor_in_function).
+  SiteId function_site = 0;
 };
 
 struct TraceTree {
@@ -102,9 +106,16 @@ struct TraceTree {
       if (a->first.same_place(first)) return a.get();
     return nullptr;
   }
+  // The anchor whose first op has first's wiring at function_site (its place in the
+  // user's function, the caller left out), or nullptr.
+  Anchor* find_anchor_in_function(const TraceOp& first, SiteId function_site) const {
+    for (const auto& a : anchors)
+      if (a->function_site == function_site && a->first.same_wiring(first)) return a.get();
+    return nullptr;
+  }
   Anchor* add_anchor(const TraceOp& first, TraceLifecycle lifecycle) {
     anchors.push_back(std::make_unique<Anchor>(
-        Anchor{first, std::move(lifecycle), {}, 0, false, nullptr, nullptr, {}, 0, {}, false}));
+        Anchor{first, std::move(lifecycle), {}, 0, false, nullptr, nullptr, {}, 0, {}, false, 0}));
     ++nodes;
     return anchors.back().get();
   }

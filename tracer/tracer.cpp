@@ -359,8 +359,13 @@ void Tracer::begin_walk(const TraceOp& first, uint64_t head_key, bool round) {
   walk_is_round_ = round;
   if (!round) loop_rounds_ = LoopRounds{};
   Anchor* anchor = tree_.find_anchor(first);
+  // The same place in the same user function reached through another caller (a training
+  // step called from a warmup loop and then from the timed loop): the anchor it has.
+  const SiteId function_site = !anchor && head_key == 0 && !round ? current_function_site() : 0;
+  if (!anchor && function_site != 0) anchor = tree_.find_anchor_in_function(first, function_site);
   if (!anchor) {
     anchor = tree_.add_anchor(first, TraceLifecycle(warmup_for_new_anchor(), current_site()));
+    anchor->function_site = function_site;
     if (WarmStart::on()) warm_.load(tree_, *anchor, statistics_);
   }
   if (head_key != 0) anchor->head_key = head_key;

@@ -65,6 +65,8 @@ std::string UserSite::stable_key() const {
 
 void set_site_provider(SiteProvider provider) { g_provider = provider; }
 
+SiteId current_function_site() { return g_provider.function_site ? g_provider.function_site() : 0; }
+
 SiteId current_op_site() {
   if (g_provider.op_site) {
     const SiteId id = g_provider.op_site();

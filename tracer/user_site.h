@@ -59,6 +59,9 @@ struct UserSite {
 // answer 0/false when they do not know.
 struct SiteProvider {
   SiteId (*op_site)() = nullptr;
+  // The site without the user frame's caller: the place in the user's function whoever
+  // called it (a training step called from a warmup loop and from the timed loop).
+  SiteId (*function_site)() = nullptr;
   SiteId (*capture)() = nullptr;
   bool (*describe)(SiteId id, UserSite* site) = nullptr;
 };
@@ -66,6 +69,8 @@ void set_site_provider(SiteProvider provider);
 
 // The exact site of the op being dispatched now (0: unknown).
 SiteId current_op_site();
+// Its place in the user's function, the caller left out (0: unknown; see SiteProvider).
+SiteId current_function_site();
 
 // The user's location: the provider's answer (Python), else the innermost SiteScope,
 // else the C++ fallback.

@@ -97,7 +97,7 @@ constexpr int kUserFrames = 2;
 // Walks the site's frames (see the top of the file), calling frame(code, lasti, internal)
 // on each after it is hashed; returns the site id (0: no Python frame).
 template <typename OnFrame>
-tracer::SiteId walk_site(FrameCursor::Mode mode, OnFrame&& frame) {
+tracer::SiteId walk_site(FrameCursor::Mode mode, OnFrame&& frame, int user_frames = kUserFrames) {
   if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
   FrameCursor cursor(mode);
   if (cursor.done()) return 0;
@@ -108,13 +108,19 @@ tracer::SiteId walk_site(FrameCursor::Mode mode, OnFrame&& frame) {
     h = mix(mix(h, reinterpret_cast<uintptr_t>(code)), static_cast<uint64_t>(cursor.lasti()));
     const bool internal = is_internal(code);
     frame(code, cursor.lasti(), internal);
-    if (!internal && ++user == kUserFrames) break;
+    if (!internal && ++user == user_frames) break;
   }
   return h ? h : 1;
 }
 
 tracer::SiteId python_op_site() {
   return walk_site(FrameCursor::Mode::Fast, [](PyCodeObject*, int, bool) {});
+}
+
+// The site up to the user's frame, its caller left out (tracer::SiteProvider).
+tracer::SiteId python_function_site() {
+  return walk_site(
+      FrameCursor::Mode::Fast, [](PyCodeObject*, int, bool) {}, 1);
 }
 
 // The same id, through the public frame API (tests compare the two).
@@ -213,8 +219,8 @@ bool python_describe(tracer::SiteId id, tracer::UserSite* site) {
 
 void install_site_provider(const std::string& package_dir) {
   g_package_dir = package_dir;
-  tracer::set_site_provider(
-      tracer::SiteProvider{&python_op_site, &python_capture, &python_describe});
+  tracer::set_site_provider(tracer::SiteProvider{&python_op_site, &python_function_site,
+                                                 &python_capture, &python_describe});
 }
 
 bp::object current_site() {

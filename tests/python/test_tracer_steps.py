@@ -237,6 +237,26 @@ def test_layers_that_begin_with_a_weight_cast_are_not_a_loop(rng, sync):
         assert len(early.traces) == 1, str(early)
 
 
+def test_a_step_called_from_a_second_loop_replays_the_trace_it_has(rng):
+    # A site is the op's place in the user's function plus that function's caller, so a
+    # training step called from a warmup loop and then from the timed loop (bench/models'
+    # run.py) began a new anchor, recorded and compiled again in the timed loop (3 traces
+    # for one CNN step on the H200, 17 eager ops a timed step). A walk that begins at the
+    # same place in the same function through another caller takes the anchor it has.
+    seed = int(rng.integers(1 << 30))
+    eager, _ = run(False, 16, cast_layers_step(seed, layers=2))
+    kiln.reset()
+    step = cast_layers_step(seed, layers=2)
+    values = [step(k) for k in range(8)]  # the warmup loop
+    before = kiln.explain()
+    for k in range(8, 16):
+        values.append(step(k))  # the timed loop: another caller of step
+    after = kiln.explain()
+    np.testing.assert_allclose(values, eager, rtol=1e-5)
+    assert_steady(before, after)
+    assert len(after.traces) == 1, str(after)
+
+
 def lstm_step():
     """PyTorch's word_language_model step, small: embedding, a 2-layer nn.LSTM with the
     hidden state detached between batches, a linear decoder, log_softmax + nll_loss,
