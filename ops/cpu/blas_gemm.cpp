@@ -1,11 +1,13 @@
 #include "ops/cpu/blas_gemm.h"
 
 #include <cblas.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cassert>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "ops/cpu/onednn_gemm.h"
 #include "runtime/parallel.h"
@@ -48,13 +50,33 @@ void make_blas_single_threaded() {
   (void)done;
 }
 
-// Whether oneDNN's sgemm suits these leading dimensions. Debian's oneDNN 2.6 runs up to
-// 2x slower than with the same matrices at another address when an operand's rows are a
-// multiple of 4 KiB apart and it is 64-byte aligned (as kiln's allocations are): on this
-// box [128, 1024] @ [1024, 1024] took 2.9 ms aligned, 1.8 ms 16 bytes off, and OpenBLAS
-// 1.76 ms either way (docs/cpu_matmul.md). Such calls go to OpenBLAS.
+// Whether OpenBLAS runs kernels made for this CPU's vector units. Debian's OpenBLAS 0.3.21
+// picks its kernels at load time from the CPU's model number; on a Sapphire Rapids VM
+// (AVX-512) it falls back to "Prescott" (SSE3) and runs float32 GEMMs at 40 GF/s, 7x
+// slower than oneDNN on the same box (docs/cpu_matmul.md, session 35).
+bool openblas_fits_this_cpu() {
+  static const bool fits = [] {
+    if (!__builtin_cpu_supports("avx2")) return true;
+    const std::string core = openblas_get_corename();
+    for (const char* vector_core :
+         {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen", "Excavator"}) {
+      if (strcasecmp(core.c_str(), vector_core) == 0) return true;
+    }
+    return false;
+  }();
+  return fits;
+}
+
+// Whether oneDNN's sgemm suits these leading dimensions. Debian's oneDNN 2.6 ran up to
+// 2x slower than with the same matrices at another address on one host (session 31),
+// when an operand's rows were a multiple of 4 KiB apart and it was 64-byte aligned (as
+// kiln's allocations are): [128, 1024] @ [1024, 1024] took 2.9 ms aligned, 1.8 ms 16 bytes
+// off, and OpenBLAS 1.76 ms either way. Such calls go to OpenBLAS when OpenBLAS has
+// kernels for this CPU; another host (session 35) shows no such penalty, and there
+// OpenBLAS's fallback kernels would be 7x slower (docs/cpu_matmul.md).
 bool onednn_suits(int64_t lda, int64_t ldb, int64_t ldc) {
   constexpr int64_t kPageFloats = 4096 / sizeof(float);
+  if (!openblas_fits_this_cpu()) return true;
   return lda % kPageFloats != 0 && ldb % kPageFloats != 0 && ldc % kPageFloats != 0;
 }
 
