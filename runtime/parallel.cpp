@@ -46,15 +46,30 @@ class ThreadPool {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       task_ = &task;
-      active_ = 0;
       ++generation_;
       published_.store(generation_, std::memory_order_release);
     }
     cv_.notify_all();
     task(0);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      task_ = nullptr;  // late workers skip it
+    }
+    // The workers that came share the chunks evenly with the caller and finish about when
+    // it does: wait for them spinning (for at most the workers' own spin time) rather than
+    // sleeping, which costs an OS wake-up (no spin while a SpinHold is open). On this project's
+    // 2-core VMs that wake-up took 10-20 us, longer than a 64K-element pointwise op (relu: 6.5 us
+    // on one thread, 19.6 us on two before this spin, 2.8 after).
+    const auto spin_until = std::chrono::steady_clock::now() + spin_;
+    while (active_.load(std::memory_order_acquire) != 0 &&
+           g_spin_holds.load(std::memory_order_relaxed) == 0 &&
+           std::chrono::steady_clock::now() < spin_until) {
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    }
     std::unique_lock<std::mutex> lock(mutex_);
-    task_ = nullptr;  // late workers skip it
-    done_cv_.wait(lock, [this] { return active_ == 0; });
+    done_cv_.wait(lock, [this] { return active_.load(std::memory_order_acquire) == 0; });
   }
 
  private:
@@ -93,11 +108,15 @@ class ThreadPool {
         if (stopping_) return;
         task = task_;
         if (!task) continue;  // the caller finished without us
-        ++active_;
+        active_.fetch_add(1, std::memory_order_relaxed);
       }
       (*task)(index);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (--active_ == 0) done_cv_.notify_one();
+      if (active_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // Taken between the count's change and the notify, so that a caller about to
+        // sleep (it checks the count under the mutex) cannot miss the notify.
+        std::lock_guard<std::mutex> lock(mutex_);
+        done_cv_.notify_one();
+      }
     }
   }
 
@@ -105,7 +124,7 @@ class ThreadPool {
   std::mutex mutex_, run_mutex_;
   std::condition_variable cv_, done_cv_;
   const std::function<void(int)>* task_ = nullptr;
-  int active_ = 0;  // workers inside the current task
+  std::atomic<int> active_{0};  // workers inside the current task (changed under mutex_ going up)
   uint64_t generation_ = 0;
   std::atomic<uint64_t> published_{0};  // generation_, readable without the mutex
   bool stopping_ = false;
