@@ -30,7 +30,8 @@ namespace kiln::jit::llvm_backend {
 // Part of the kernel caches' key (llvm_jit.cpp): bumped when the code emitted for a
 // KernelIR changes, so that no cache hands out objects of an older code generator.
 // 2: rand buffers (one Philox draw per four elements).
-constexpr int kCodegenVersion = 2;
+// 3: no loop strength reduction (llvm_jit.cpp).
+constexpr int kCodegenVersion = 3;
 
 std::unique_ptr<llvm::Module> emit_kernel(const Kernel& kernel, const std::string& name,
                                           llvm::LLVMContext& context);
