@@ -1,8 +1,6 @@
 #include "tracer/background_compile.h"
 
 #include <pthread.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -35,10 +33,6 @@ CompileResult compile_program(const TraceProgram& program) {
   r.end_ns = trace_clock_ns();
   return r;
 }
-
-// The compile thread's nice value (Linux: per thread). 5 gives it about a third of a core
-// it shares with a thread at 0 (CFS weights 335 vs 1024), the whole core when it is idle.
-constexpr int kCompileThreadNice = 5;
 
 // The compile thread and its queue (see the header). Made once, never destroyed.
 class CompileQueue {
@@ -138,9 +132,11 @@ class CompileQueue {
 
   void loop() {
     Tracer::current().set_enabled(false);  // an op run here is never traced
-    // Below the user's threads: where cores are few, the loop's eager ops (parallel over
-    // every core) would otherwise wait for the compile on the core they share with it.
-    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), kCompileThreadNice);
+    // At the user's threads' priority. Until session 35 it ran at nice 5 (a quarter of a
+    // core it shared with the eager loop): on this project's 2-core VMs the GPT step's
+    // compile then landed at step 17-18 instead of 11-12, and the eager steps meanwhile
+    // were no faster (bench/models gpt, cpu: the 14th step ended at 0.81-0.87 s either
+    // way; docs/results/llvm_compile_time_cpu.txt).
     for (;;) {
       std::shared_ptr<CompileJob> job;
       {

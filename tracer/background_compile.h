@@ -26,9 +26,10 @@
 //                   be traced).
 // One compile thread for the process, jobs in submission order: LLVM compiles are
 // serialized by LlvmJit anyway, and NVRTC spreads one trace over several threads itself.
-// It runs at nice 5, below the user's threads: on a machine with few cores the eager
-// loop (its ops parallel over every core) keeps most of the core it shares with the
-// compile, and an idle core still gives the compile all of its time.
+// It runs at the user's threads' priority: the compile is what makes the loop fast, and
+// giving it less of the cores (nice 5, until session 35) delayed it without making the
+// eager steps meanwhile any faster. The pool's idle workers do not spin while it runs
+// (runtime/parallel.h, SpinHold).
 //
 // Failure: a compile that throws is caught (in both modes) and its trace stays eager,
 // reported as a CompileFailed reason (explain()'s eager anchors, KILN_LOGS=recompiles);
