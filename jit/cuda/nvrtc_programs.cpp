@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <exception>
 #include <system_error>
@@ -30,15 +31,41 @@ int nvrtc_threads() {
   return static_cast<int>(std::clamp<unsigned>(cores, 1, 16));
 }
 
-std::vector<std::vector<size_t>> chunk_kernels(size_t n, int threads) {
+namespace {
+
+size_t count_of(const std::string& text, const char* what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+double estimated_compile_ms(const std::string& body) {
+  return 40.0 + static_cast<double>(body.size()) / 125.0 +
+         40.0 * static_cast<double>(count_of(body, "#pragma unroll")) +
+         60.0 * static_cast<double>(count_of(body, "rand_value("));
+}
+
+std::vector<std::vector<size_t>> plan_programs(const std::vector<double>& costs, int threads) {
+  const size_t n = costs.size();
   if (n == 0) return {};
-  const size_t by_size = std::max<size_t>(n / kMinKernelsPerProgram, 1);
-  const size_t programs = std::min<size_t>(by_size, static_cast<size_t>(std::max(threads, 1)));
+  double total = 0;
+  for (double c : costs) total += c;
+  const auto by_work = static_cast<size_t>(std::max(1.0, std::floor(total / kMinProgramMs)));
+  const size_t programs = std::min({n, by_work, static_cast<size_t>(std::max(threads, 1))});
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return costs[a] > costs[b]; });
   std::vector<std::vector<size_t>> out(programs);
-  for (size_t p = 0, next = 0; p < programs; ++p) {
-    const size_t take = n / programs + (p < n % programs ? 1 : 0);  // sizes differ by <= 1
-    for (size_t q = 0; q < take; ++q) out[p].push_back(next++);
+  std::vector<double> load(programs, 0.0);
+  for (size_t k : order) {  // longest first, to the least loaded program (LPT)
+    const size_t p = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    out[p].push_back(k);
+    load[p] += costs[k];
   }
+  for (std::vector<size_t>& program : out) std::sort(program.begin(), program.end());
   return out;
 }
 
@@ -47,19 +74,26 @@ std::vector<CompiledProgram> compile_programs(const std::string& prelude,
                                               const std::string& arch, int threads) {
   std::vector<CompiledProgram> programs;
   if (kernels.empty()) return programs;
-  for (std::vector<size_t>& chunk : chunk_kernels(kernels.size(), threads)) {
+  std::vector<double> costs;
+  for (const KernelSource& k : kernels) costs.push_back(estimated_compile_ms(k.body));
+  std::vector<double> program_cost;
+  for (std::vector<size_t>& chunk : plan_programs(costs, threads)) {
     CompiledProgram p;
     p.source = prelude;
-    for (size_t q : chunk) p.source += "\n" + kernels[q].body;
+    double cost = 0;
+    for (size_t q : chunk) {
+      p.source += "\n" + kernels[q].body;
+      cost += costs[q];
+    }
     p.kernels = std::move(chunk);
     programs.push_back(std::move(p));
+    program_cost.push_back(cost);
   }
-  // Largest first, so a long program does not start last.
+  // Costliest first, so a long program does not start last.
   std::vector<size_t> order(programs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return programs[a].source.size() > programs[b].source.size();
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return program_cost[a] > program_cost[b]; });
   std::vector<std::exception_ptr> errors(programs.size());
   std::atomic<size_t> next{0};
   auto work = [&] {

@@ -11,12 +11,14 @@
 #include "ops/pointwise_math.h"
 #include "ops/registry.h"
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <random>
 
 namespace {
 
@@ -295,27 +297,78 @@ TEST(CudaCodegen, IdenticalKernelsGetOneNameAndDifferentKernelsDifferentNames) {
     for (size_t j = 0; j < i; ++j) EXPECT_NE(many[i].name, many[j].name) << i << " " << j;
 }
 
-TEST(CudaCodegen, ProgramsAreAtLeastTheMinimumSizeAndAtMostOnePerThread) {
-  using cuda_backend::chunk_kernels;
-  const size_t m = cuda_backend::kMinKernelsPerProgram;
-  EXPECT_TRUE(chunk_kernels(0, 16).empty());
-  EXPECT_EQ(chunk_kernels(1, 16).size(), 1u);
-  EXPECT_EQ(chunk_kernels(2 * m - 1, 16).size(), 1u);  // a small trace: one program
-  EXPECT_EQ(chunk_kernels(2 * m, 16).size(), 2u);
-  EXPECT_EQ(chunk_kernels(1000, 1).size(), 1u);
-  for (size_t n : {size_t{1}, 2 * m, 5 * m + 3, size_t{375}, size_t{4096}}) {
-    for (int threads : {1, 2, 3, 16}) {
-      const auto chunks = chunk_kernels(n, threads);
-      EXPECT_LE(chunks.size(), static_cast<size_t>(threads));
-      std::vector<size_t> all;
-      for (const auto& c : chunks) {
-        EXPECT_GE(c.size(), std::min(n, m)) << n << " kernels on " << threads << " threads";
-        all.insert(all.end(), c.begin(), c.end());
-      }
-      ASSERT_EQ(all.size(), n);
-      for (size_t i = 0; i < n; ++i) EXPECT_EQ(all[i], i);  // each once, in order
-    }
+// Every kernel in exactly one program; at most one program per thread; a program below
+// kMinProgramMs of estimated work only when the whole trace is.
+void expect_partition(const std::vector<double>& costs, int threads) {
+  const auto programs = cuda_backend::plan_programs(costs, threads);
+  double total = 0;
+  for (double c : costs) total += c;
+  EXPECT_LE(programs.size(), static_cast<size_t>(threads));
+  std::vector<int> seen(costs.size(), 0);
+  for (const auto& p : programs) {
+    ASSERT_FALSE(p.empty());
+    EXPECT_TRUE(std::is_sorted(p.begin(), p.end()));
+    for (size_t k : p) ++seen.at(k);
   }
+  for (size_t k = 0; k < costs.size(); ++k) EXPECT_EQ(seen[k], 1) << k;
+  if (total < 2 * cuda_backend::kMinProgramMs) {
+    EXPECT_LE(programs.size(), 1u);
+  }
+  EXPECT_LE(programs.size(),
+            std::max<size_t>(1, static_cast<size_t>(total / cuda_backend::kMinProgramMs)));
+}
+
+TEST(CudaCodegen, ProgramsPartitionTheKernelsAtMostOnePerThread) {
+  using cuda_backend::plan_programs;
+  EXPECT_TRUE(plan_programs({}, 16).empty());
+  EXPECT_EQ(plan_programs({50}, 16).size(), 1u);
+  EXPECT_EQ(plan_programs(std::vector<double>(7, 50), 16).size(), 1u);  // a small trace
+  EXPECT_EQ(plan_programs(std::vector<double>(1000, 50), 1).size(), 1u);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> cost(20, 800);
+  for (size_t n : {size_t{1}, size_t{8}, size_t{23}, size_t{375}, size_t{4096}}) {
+    std::vector<double> costs(n);
+    for (double& c : costs) c = cost(rng);
+    for (int threads : {1, 2, 3, 16}) expect_partition(costs, threads);
+  }
+}
+
+// A GPT step's kernels (docs/results/nvrtc_program_balance.txt): two heavy kernels
+// among light ones. Contiguous chunks of equal counts put both heavy ones in one
+// program (its compile the whole trace's wall time); balanced programs keep each heavy
+// one apart and no program above the heaviest kernel or the average's share, whichever
+// is larger, plus one light kernel.
+TEST(CudaCodegen, ProgramsAreBalancedByEstimatedCost) {
+  std::vector<double> costs = {730, 90, 710, 70, 330, 190, 180, 60, 440, 380};
+  for (int i = 0; i < 28; ++i) costs.push_back(50 + i % 5 * 10);
+  double total = 0, heaviest = 0, lightest = 1e9;
+  for (double c : costs)
+    total += c, heaviest = std::max(heaviest, c), lightest = std::min(lightest, c);
+  for (int threads : {4, 9, 16}) {
+    const auto programs = cuda_backend::plan_programs(costs, threads);
+    ASSERT_EQ(programs.size(), static_cast<size_t>(threads));
+    double longest = 0;
+    for (const auto& p : programs) {
+      double load = 0;
+      for (size_t k : p) load += costs[k];
+      longest = std::max(longest, load);
+      if (std::find(p.begin(), p.end(), 0u) != p.end() && threads >= 9) {
+        EXPECT_EQ(std::count(p.begin(), p.end(), 2u), 0) << "both heavy kernels in one program";
+      }
+    }
+    EXPECT_LE(longest, std::max(heaviest, total / threads) + 90) << threads << " threads";
+  }
+}
+
+// The estimate ranks what is slow to compile above what is not: a row kernel with
+// Philox draws above a copy.
+TEST(CudaCodegen, CompileCostEstimateCountsUnrolledLoopsAndPhiloxDraws) {
+  const std::string copy = "extern \"C\" __global__ void k(float* a) { a[0] = a[1]; }";
+  const std::string unrolled = copy + "\n#pragma unroll\nfor (;;) {}\n#pragma unroll\n";
+  const std::string draws = unrolled + "kiln::philox::rand_value(1, 2, 3, 24)";
+  EXPECT_LT(cuda_backend::estimated_compile_ms(copy), cuda_backend::estimated_compile_ms(unrolled));
+  EXPECT_LT(cuda_backend::estimated_compile_ms(unrolled),
+            cuda_backend::estimated_compile_ms(draws));
 }
 
 TEST(CudaCodegen, ThreadCountComesFromKiln_NVRTC_THREADS) {
@@ -338,7 +391,7 @@ TEST(CudaCodegen, ThreadCountComesFromKiln_NVRTC_THREADS) {
 // program: every kernel in exactly one program's CUBIN, with the same machine code (but
 // for a few bytes of relocated addresses).
 TEST(CudaCodegen, ChunkedParallelCompileGivesTheKernelsOfOneProgram) {
-  const auto kernels = distinct_kernels(3 * cuda_backend::kMinKernelsPerProgram + 1);
+  const auto kernels = distinct_kernels(13);
   const std::string& prelude = cuda_backend::cuda_prelude();
   const auto one = cuda_backend::compile_programs(prelude, kernels, "sm_90", 1);
   ASSERT_EQ(one.size(), 1u);
@@ -368,7 +421,7 @@ TEST(CudaCodegen, ChunkedParallelCompileGivesTheKernelsOfOneProgram) {
 }
 
 TEST(CudaCodegen, ACompileErrorInOneProgramIsThrownAfterAllThreadsFinish) {
-  auto kernels = distinct_kernels(2 * cuda_backend::kMinKernelsPerProgram);
+  auto kernels = distinct_kernels(12);
   kernels.back().body += "\nthis is not CUDA;\n";
   try {
     cuda_backend::compile_programs(cuda_backend::cuda_prelude(), kernels, "sm_90", 2);
