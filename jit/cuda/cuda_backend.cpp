@@ -68,7 +68,7 @@ class CudaKernelBuild final : public KernelBuild {
     auto k = std::make_unique<CudaKernel>();
     k->lowered = std::move(lowered);
     k->layout = args_layout(k->lowered.kernel);
-    k->name = kernel_name(emit_cuda_kernel(k->lowered.kernel, "kiln_k"));
+    k->name = kernel_name(emit_cuda_kernel(k->lowered.kernel, "kiln_k", k->lowered.cols));
     kernel_steps_.push_back(s);
     choose_launch(*k, sms_);
     if (kernels_.size() <= s) kernels_.resize(s + 1);
@@ -175,7 +175,7 @@ class CudaKernelBuild final : public KernelBuild {
     for (size_t s : kernel_steps_) {
       const CudaKernel& k = *kernels_[s];
       if (!in_combo[s] && source_of.emplace(k.name, sources_.size()).second)
-        sources_.push_back({k.name, emit_cuda_kernel(k.lowered.kernel, k.name)});
+        sources_.push_back({k.name, emit_cuda_kernel(k.lowered.kernel, k.name, k.lowered.cols)});
     }
     const size_t standalone = sources_.size();
     if (combos) sources_.insert(sources_.end(), combo_sources_.begin(), combo_sources_.end());

@@ -163,7 +163,9 @@ std::string functor(const KNode& n) {
 
 class Emitter {
  public:
-  Emitter(const Kernel& k) : k_(k), l_(args_layout(k)) {}
+  // cols >= 0 (a row kernel's row length, known when the trace is compiled): only the
+  // path the launch takes for it, with as few cached slots per lane as it needs.
+  Emitter(const Kernel& k, int64_t cols = -1) : k_(k), l_(args_layout(k)), cols_(cols) {}
 
   // part: a __device__ function of a combo kernel (cuda_codegen.h), its words at `v`, its
   // block index and count in kiln_block / kiln_blocks.
@@ -449,7 +451,7 @@ class Emitter {
   enum class RowMode { BlockCached, BlockStreamed, Warp };
   void row_body(RowMode mode) {
     const bool cached = mode != RowMode::BlockStreamed;
-    const int slots = mode == RowMode::Warp ? warp_cached_elements(k_) : kCached;
+    const int slots = mode == RowMode::Warp ? warp_slots() : kCached;
     auto streamed = [&](int o) {
       const KOperand& op = k_.operands[o];
       const std::string b = "b" + std::to_string(o);
@@ -564,7 +566,7 @@ class Emitter {
   void open_cols_loop(RowMode mode) {
     if (mode == RowMode::Warp) {
       line("#pragma unroll");
-      line("for (int u = 0; u < " + std::to_string(warp_cached_elements(k_)) + "; ++u) {");
+      line("for (int u = 0; u < " + std::to_string(warp_slots()) + "; ++u) {");
       ++indent_;
       line("const long long j = threadIdx.x + 32LL * u;");
       line("if (j >= cols) break;");
@@ -608,13 +610,17 @@ class Emitter {
                      std::to_string(o) + " + (" + base[o] + ");");
   }
 
-  // blockDim.y > 1: warp mode (the host launches 32 x rows-per-block threads for rows of
-  // at most warp_row_limit() elements); else one block per row.
-  void emit_rows() {
-    line("__shared__ unsigned long long smem[32];");
-    line("const long long cols = " + shape(l_.rank - 1) + ";");
-    line("if (blockDim.y > 1) {");
-    ++indent_;
+  // Cached elements per lane in warp mode: enough for a known row length (rounded up to
+  // a power of two, so that near lengths share a kernel), else the most there is room for.
+  int warp_slots() const {
+    const int most = warp_cached_elements(k_);
+    if (cols_ < 0) return most;
+    int slots = 1;
+    while (slots < most && 32LL * slots < cols_) slots *= 2;
+    return slots;
+  }
+
+  void warp_rows() {
     line("for (long long row = static_cast<long long>(" + block_ +
          ") * blockDim.y + threadIdx.y; row < work; row += static_cast<long long>(" + blocks_ +
          ") * blockDim.y) {");
@@ -623,32 +629,62 @@ class Emitter {
     row_body(RowMode::Warp);
     --indent_;
     line("}");
-    line("return;");
-    --indent_;
-    line("}");
+  }
+
+  // One block per row. Rows of up to kCached elements per thread keep the loaded values
+  // in registers (one read of global memory per element); longer rows stream every pass.
+  void block_rows() {
     line("for (long long row = " + block_ + "; row < work; row += " + blocks_ + ") {");
     ++indent_;
     row_bases();
-    // Rows of up to kCached elements per thread keep the loaded values in registers
-    // (one read of global memory per element); longer rows stream every pass.
-    line("if (cols <= " + std::to_string(kCached) + "LL * blockDim.x) {");
-    ++indent_;
-    row_body(RowMode::BlockCached);
-    --indent_;
-    line("} else {");
-    ++indent_;
-    row_body(RowMode::BlockStreamed);
-    --indent_;
-    line("}");
+    if (cols_ >= 0) {  // the launch's block (cuda_backend.cpp) holds a row of <= 2048
+      row_body(cols_ <= kCached * 256LL ? RowMode::BlockCached : RowMode::BlockStreamed);
+    } else {
+      line("if (cols <= " + std::to_string(kCached) + "LL * blockDim.x) {");
+      ++indent_;
+      row_body(RowMode::BlockCached);
+      --indent_;
+      line("} else {");
+      ++indent_;
+      row_body(RowMode::BlockStreamed);
+      --indent_;
+      line("}");
+    }
     // The next row reuses smem: nobody may still be reading this row's partials.
     if (k_.stages() > 0) line("__syncthreads();");
     --indent_;
     line("}");
   }
 
+  // Warp mode when blockDim.y > 1 (the host launches 32 x rows-per-block threads for rows
+  // of at most warp_row_limit() elements); else one block per row. With the row length
+  // known, only its path: each path unrolls every op over the cached slots, so the three
+  // together took NVRTC three times as long (a GPT step's row kernels with dropout's
+  // Philox draws: 0.7-2 s each, docs/results/nvrtc_program_balance.txt).
+  void emit_rows() {
+    line("__shared__ unsigned long long smem[32];");
+    line("const long long cols = " + shape(l_.rank - 1) + ";");
+    if (cols_ >= 0 && cols_ <= warp_row_limit(k_)) {
+      warp_rows();
+      return;
+    }
+    if (cols_ >= 0) {
+      block_rows();
+      return;
+    }
+    line("if (blockDim.y > 1) {");
+    ++indent_;
+    warp_rows();
+    line("return;");
+    --indent_;
+    line("}");
+    block_rows();
+  }
+
   static constexpr int kCached = 8;  // elements per thread a row keeps in registers
   const Kernel& k_;
   ArgsLayout l_;
+  int64_t cols_ = -1;
   std::string out_;
   int indent_ = 0;
   int next_ = 0;
@@ -670,8 +706,8 @@ int warp_cached_elements(const Kernel& kernel) {
 
 int64_t warp_row_limit(const Kernel& kernel) { return 32LL * warp_cached_elements(kernel); }
 
-std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name) {
-  return Emitter(kernel).emit(name, false);
+std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name, int64_t cols) {
+  return Emitter(kernel, kernel.kind == Kernel::Kind::Pointwise ? -1 : cols).emit(name, false);
 }
 
 std::string emit_cuda_part(const Kernel& kernel, const std::string& name) {

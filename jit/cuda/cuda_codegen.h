@@ -43,8 +43,11 @@ const std::string& cuda_prelude();
 int warp_cached_elements(const Kernel& kernel);
 int64_t warp_row_limit(const Kernel& kernel);
 
-// One kernel's definition (after the prelude).
-std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name);
+// One kernel's definition (after the prelude). A row kernel given its row length
+// (cols >= 0) holds only the path the launch takes for that length (warp rows with as
+// few cached slots as it needs, or block rows cached or streamed): valid for launches
+// of rows of that length class only, which its text (and so its name) tells apart.
+std::string emit_cuda_kernel(const Kernel& kernel, const std::string& name, int64_t cols = -1);
 // The same code as a part of a combo kernel (jit/cuda/horizontal.h): `__device__
 // __noinline__ void name(const long long* __restrict__ v, unsigned kiln_block, unsigned
 // kiln_blocks)`, reading its words (the layout above) from v and running as block

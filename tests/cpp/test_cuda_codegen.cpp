@@ -19,6 +19,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 
 namespace {
 
@@ -185,6 +186,49 @@ TEST(CudaCodegen, EveryOpDtypeAndKernelKindCompilesWithNvrtc) {
             cuda_backend::emit_cuda_kernel(every_op(d, inner, rank), "k" + std::to_string(n++));
     source += cuda_backend::emit_cuda_kernel(row_kernel(d), "k" + std::to_string(n++));
   }
+  std::string cubin;
+  try {
+    cubin = cuda_backend::compile_cubin(source, "sm_90");
+  } catch (const std::exception& e) {
+    FAIL() << e.what() << "\n" << source;
+  }
+  EXPECT_GT(cubin.size(), 1000u);
+}
+
+// A row kernel emitted for its row length holds only the path the launch takes for it
+// (cuda_backend.cpp choose_launch: warp rows up to warp_row_limit, else one block of up
+// to 256 threads per row, cached up to 8 elements a thread): smaller and faster to
+// compile; each length class its own text, so its own name; and every one compiles.
+TEST(CudaCodegen, RowKernelsForAKnownRowLengthHoldOnlyTheirPath) {
+  const Kernel k = row_kernel(DType::BFloat16);
+  const int64_t warp_limit = cuda_backend::warp_row_limit(k);
+  const std::string generic = cuda_backend::emit_cuda_kernel(k, "kiln_k");
+  EXPECT_NE(generic.find("if (blockDim.y > 1)"), std::string::npos);
+  EXPECT_NE(generic.find("LL * blockDim.x) {"), std::string::npos);
+  std::string source = cuda_backend::cuda_prelude();
+  std::set<std::string> names;
+  for (int64_t cols : {int64_t{1}, int64_t{65}, int64_t{256}, warp_limit, warp_limit + 1,
+                       int64_t{2048}, int64_t{2049}, int64_t{50257}}) {
+    const std::string text = cuda_backend::emit_cuda_kernel(k, "kiln_k", cols);
+    EXPECT_EQ(text.find("if (blockDim.y > 1)"), std::string::npos) << cols;
+    EXPECT_EQ(text.find("LL * blockDim.x) {"), std::string::npos) << cols;
+    EXPECT_LT(text.size(), generic.size()) << cols;
+    const bool warp = cols <= warp_limit;
+    EXPECT_EQ(text.find("blockDim.y") != std::string::npos, warp) << cols;
+    if (warp) {  // slots for the row, a power of two
+      int slots = 1;
+      while (32LL * slots < cols) slots *= 2;
+      EXPECT_NE(text.find("u < " + std::to_string(slots) + ";"), std::string::npos) << cols;
+    } else {  // cached (u over the block) or streamed (j strides the row)
+      EXPECT_EQ(text.find("u) * blockDim.x") != std::string::npos, cols <= 2048) << cols;
+      EXPECT_EQ(text.find("j += blockDim.x") != std::string::npos, cols > 2048) << cols;
+    }
+    const std::string name = cuda_backend::kernel_name(text);
+    if (names.insert(name).second) source += cuda_backend::emit_cuda_kernel(k, name, cols);
+  }
+  // warp rows of 1, 65, 256 and warp_limit elements (1, 4, 8 and 32 slots), block rows
+  // cached (warp_limit + 1 and 2048 share it) and streamed (2049 and 50257 share it)
+  EXPECT_EQ(names.size(), 6u);
   std::string cubin;
   try {
     cubin = cuda_backend::compile_cubin(source, "sm_90");
