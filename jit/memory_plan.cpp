@@ -57,49 +57,84 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
       if (p.held[i] && c >= 0 && root[c] >= 0) last[root[c]] = std::numeric_limits<int>::max();
     }
   }
+  // The arena's values: bytes from the step that writes each to the last step that
+  // reads it (inclusive); two values may share bytes only if those spans do not meet.
   struct Block {
-    int64_t offset, bytes;
-    int last;
+    int def, last;
+    int64_t bytes, offset = -1;
   };
   std::vector<Block> blocks;
-  std::vector<int> defs;  // per block: the step that writes it
-  std::vector<int> order;
+  std::vector<int> value_of;                   // per block: its op
   const Device home = tracer::home_device(p);  // host-side ops of a GPU trace: fresh tensors
   for (int i = 0; i < n; ++i) {
     if (plan.canonical[i] != i || !plan.stored[i] || plan.escapes[i] || root[i] != i ||
         p.ops[i].in_place || p.ops[i].meta.device != home)
       continue;
     // An op whose value escapes through a view keeps its own fresh tensor (escapes set).
-    order.push_back(i);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return plan.step_of[a] < plan.step_of[b]; });
-  for (int i : order) {
     const TraceOp& op = p.ops[i];
     int64_t numel = 1;
     for (int64_t s : op.meta.sizes) numel *= s;
     const int64_t bytes = (numel * itemsize(op.meta.dtype) + 63) / 64 * 64;
-    mp.naive_bytes += bytes;
     const int def = plan.step_of[i];
-    // First fit among the bytes not used by a value still alive at `def`.
+    blocks.push_back(Block{def, std::max(last[i], def), bytes});
+    value_of.push_back(i);
+    mp.naive_bytes += bytes;
+  }
+  // Offsets, two ways; the smaller arena wins. First fit in the order the values are
+  // written (each at the lowest offset free of the values alive then), and greedy by size
+  // (largest first, each in the tightest gap among the values whose spans meet its own, as
+  // TFLite's arena planner does). On a GPT training step (CUDA, 2827 ops) first fit alone
+  // left 19% of the arena unused at the busiest step: 800 MiB for 673 alive at once.
+  auto place = [&](const std::vector<int>& order, bool tightest) {
+    std::vector<int64_t> offset(blocks.size(), -1);
+    std::vector<int> placed;
+    int64_t arena = 0;
     std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Block& b : blocks)
-      if (b.last >= def) busy.push_back({b.offset, b.offset + b.bytes});
-    std::sort(busy.begin(), busy.end());
-    int64_t at = 0;
-    for (const auto& [lo, hi] : busy) {
-      if (at + bytes <= lo) break;
-      at = std::max(at, hi);
+    for (int b : order) {
+      const Block& x = blocks[b];
+      busy.clear();
+      for (int q : placed)
+        if (blocks[q].def <= x.last && x.def <= blocks[q].last)
+          busy.push_back({offset[q], offset[q] + blocks[q].bytes});
+      std::sort(busy.begin(), busy.end());
+      int64_t at = 0, best = -1, best_gap = std::numeric_limits<int64_t>::max();
+      for (const auto& [lo, hi] : busy) {
+        if (lo >= at + x.bytes) {  // a gap [at, lo) that fits
+          if (!tightest) {
+            best = at;
+            break;
+          }
+          if (lo - at < best_gap) best_gap = lo - at, best = at;
+        }
+        at = std::max(at, hi);
+      }
+      if (best < 0) best = at;  // above everything it meets
+      offset[b] = best;
+      placed.push_back(b);
+      arena = std::max(arena, best + x.bytes);
     }
-    blocks.push_back(Block{at, bytes, std::max(last[i], def)});
-    defs.push_back(def);
-    mp.offset[i] = at;
-    mp.arena_bytes = std::max(mp.arena_bytes, at + bytes);
+    return std::make_pair(arena, offset);
+  };
+  std::vector<int> by_def(blocks.size()), by_size(blocks.size());
+  for (size_t b = 0; b < blocks.size(); ++b) by_def[b] = by_size[b] = static_cast<int>(b);
+  std::stable_sort(by_def.begin(), by_def.end(),
+                   [&](int a, int b) { return blocks[a].def < blocks[b].def; });
+  std::stable_sort(by_size.begin(), by_size.end(), [&](int a, int b) {
+    return blocks[a].bytes != blocks[b].bytes ? blocks[a].bytes > blocks[b].bytes
+                                              : blocks[a].def < blocks[b].def;
+  });
+  auto first_fit = place(by_def, false);
+  auto by_bytes = place(by_size, true);
+  const auto& chosen = by_bytes.first < first_fit.first ? by_bytes : first_fit;
+  mp.arena_bytes = chosen.first;
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    blocks[b].offset = chosen.second[b];
+    mp.offset[value_of[b]] = chosen.second[b];
   }
   std::vector<std::pair<int, int64_t>> events;  // (step, +bytes at its def / -bytes after last)
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    events.push_back({defs[b], blocks[b].bytes});
-    events.push_back({blocks[b].last + 1, -blocks[b].bytes});
+  for (const Block& b : blocks) {
+    events.push_back({b.def, b.bytes});
+    events.push_back({b.last + 1, -b.bytes});
   }
   std::sort(events.begin(), events.end());
   int64_t alive = 0;
