@@ -41,8 +41,11 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
                     "gradients by the non-finite norm anyway, set "
                     "`error_if_nonfinite=False`")
         coef = _C.clamp(max_norm / (total + 1e-6), None, 1.0)
+        coefs = {}  # one cast per gradient dtype, then one in-place multiply per gradient
         for g in grads:
-            g.copy_(g * coef.to(g.dtype))
+            if g.dtype not in coefs:
+                coefs[g.dtype] = coef.to(g.dtype)
+            g.mul_(coefs[g.dtype])
     return total
 
 
