@@ -118,6 +118,25 @@ bool TraceOp::same_wiring(const TraceOp& o) const {
   return true;
 }
 
+bool TraceOp::same_but_fresh_externals(const TraceOp& o) const {
+  if (op != o.op || in_place || o.in_place || inputs.size() != o.inputs.size() ||
+      scalar_kinds != o.scalar_kinds || !(attrs == o.attrs))
+    return false;
+  bool external = false, internal = false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const InputRef& a = inputs[i];
+    const InputRef& b = o.inputs[i];
+    if (a.kind != b.kind) return false;
+    if (a.kind == InputRef::Kind::External) {
+      external = true;
+    } else {
+      if (a.index != b.index) return false;
+      internal = true;
+    }
+  }
+  return external && internal;
+}
+
 bool TraceOp::matches(const TraceOp& o) const {
   if (!same_wiring(o)) return false;
   for (size_t i = 0; i < new_guards.size(); ++i)

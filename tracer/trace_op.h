@@ -67,6 +67,10 @@ struct TraceOp {
   bool matches(const TraceOp& o) const;
   // The same, ignoring the guards (the same op at the same place in the program).
   bool same_wiring(const TraceOp& o) const;
+  // The same op, attributes and internal inputs, with externals where o has externals
+  // (any slots), at least one of each: a loop body's op on loop-invariant values made
+  // earlier in the walk and on the iteration's fresh input (Walk::closes_loop).
+  bool same_but_fresh_externals(const TraceOp& o) const;
   // The same wiring at the same site: the same op at the same place in the program.
   bool same_place(const TraceOp& o) const { return site == o.site && same_wiring(o); }
   // Same op and attributes and wiring, but a guard differs: which one and how. With the

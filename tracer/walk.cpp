@@ -384,8 +384,14 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
   for (const TraceNode* n = node; n && n != &anchor->root && scanned < 1024;
        n = n->parent, ++scanned) {
     const size_t count = n->op.scalar_kinds.size();
+    // Or on the same values made earlier in the walk and a fresh external where it had
+    // one: a loop body reading weights made before the loop (in the same walk: no host
+    // read between the setup and the loop) and a new batch (for ...: y = f(load(i)) @ w).
+    // A layer repeated inside the step reads the previous layer's output, made after its
+    // first occurrence: not this.
     if (has_inputs && n->depth < run_from && n->op.op == op.op && !op.in_place &&
-        n->op.site == op.site && n->op.same_wiring(op) && scalar_end >= count) {
+        n->op.site == op.site && (n->op.same_wiring(op) || op.same_but_fresh_externals(n->op)) &&
+        scalar_end >= count) {
       bool same = true;
       for (size_t k = 0; k < count && same; ++k)
         same = same_scalar(scalars[scalar_end - count + k], call.scalars[k]);
@@ -396,9 +402,9 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
     }
     scalar_end -= std::min(scalar_end, count);
   }
-  for (const InputRef& r : op.inputs)
-    if (r.kind != InputRef::Kind::External && !repeats) return LoopClose::No;
   if (repeats) return LoopClose::AtHead;
+  for (const InputRef& r : op.inputs)
+    if (r.kind != InputRef::Kind::External) return LoopClose::No;
   if (op.in_place && op.target.kind != InputRef::Kind::External) return LoopClose::No;
   std::vector<Tensor> fresh_externals;
   TraceOp fresh = describe(call, meta, target, &fresh_externals, true);

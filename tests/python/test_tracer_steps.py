@@ -300,3 +300,40 @@ def test_lstm_step_is_one_trace_or_two_cut_at_the_limit(limit):
     np.testing.assert_allclose(traced, eager, rtol=1e-4, atol=1e-6)
     assert_steady(before, after, traces=1 if limit is None else 2)
     assert after.recompiles == [], str(after)
+
+
+def test_an_inference_loop_without_host_reads_is_traced(rng):
+    # A model made right before the loop (its weights' init ops in the same walk as the
+    # loop: no host read between) and a loop that keeps its outputs lazily (a generation
+    # or evaluation loop reading them at the end): no op of the loop had only external
+    # inputs (the weights were values of the walk), so no loop head was ever found, and
+    # the loop recorded one walk up to the maximum trace length (bench/models' block
+    # without its host reads: 3,280 ops over 120 calls, nothing compiled). The matmul on
+    # the same weights and a fresh batch now closes the loop there.
+    batches = [rng.standard_normal((6, 16)).astype(np.float32) for _ in range(4)]
+
+    def program(traced):
+        kiln.reset()
+        kiln.set_tracing(traced)
+        previous = kiln.set_config(background_compile=False)
+        try:
+            kiln.manual_seed(5)
+            model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+            model.eval()
+            kept, snaps = [], []
+            for k in range(40):
+                if k == 34:
+                    snaps.append(kiln.explain())
+                x = kiln.from_numpy(batches[k % 4])
+                with kiln.no_grad():
+                    kept.append(model(x)[:, -1])
+            snaps.append(kiln.explain())
+            return np.stack([v.numpy() for v in kept]), snaps
+        finally:
+            kiln.set_config(**previous)
+            kiln.set_tracing(True)
+
+    eager, _ = program(False)
+    traced, (before, after) = program(True)
+    np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-6)
+    assert_steady(before, after)
