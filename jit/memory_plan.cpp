@@ -61,7 +61,7 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
   // reads it (inclusive); two values may share bytes only if those spans do not meet.
   struct Block {
     int def, last;
-    int64_t bytes, offset = -1;
+    int64_t bytes;
   };
   std::vector<Block> blocks;
   std::vector<int> value_of;                   // per block: its op
@@ -127,10 +127,7 @@ MemoryPlan plan_memory(const tracer::TraceProgram& p, const FusionPlan& plan) {
   auto by_bytes = place(by_size, true);
   const auto& chosen = by_bytes.first < first_fit.first ? by_bytes : first_fit;
   mp.arena_bytes = chosen.first;
-  for (size_t b = 0; b < blocks.size(); ++b) {
-    blocks[b].offset = chosen.second[b];
-    mp.offset[value_of[b]] = chosen.second[b];
-  }
+  for (size_t b = 0; b < blocks.size(); ++b) mp.offset[value_of[b]] = chosen.second[b];
   std::vector<std::pair<int, int64_t>> events;  // (step, +bytes at its def / -bytes after last)
   for (const Block& b : blocks) {
     events.push_back({b.def, b.bytes});

@@ -119,9 +119,7 @@ bool TraceOp::same_wiring(const TraceOp& o) const {
 }
 
 bool TraceOp::same_but_fresh_externals(const TraceOp& o) const {
-  if (op != o.op || in_place || o.in_place || inputs.size() != o.inputs.size() ||
-      scalar_kinds != o.scalar_kinds || !(attrs == o.attrs))
-    return false;
+  if (in_place || !same_op(*this, o)) return false;
   bool external = false, internal = false;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const InputRef& a = inputs[i];

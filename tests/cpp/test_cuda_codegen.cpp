@@ -176,6 +176,17 @@ Kernel row_kernel(DType storage) {
   return b.k;
 }
 
+// The CUBIN of a program for sm_90; on an NVRTC error a test failure with its log and
+// the source, and an empty string.
+std::string compile_or_report(const std::string& source) {
+  try {
+    return cuda_backend::compile_cubin(source, "sm_90");
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what() << "\n" << source;
+    return "";
+  }
+}
+
 TEST(CudaCodegen, EveryOpDtypeAndKernelKindCompilesWithNvrtc) {
   std::string source = cuda_backend::cuda_prelude();
   int n = 0;
@@ -186,13 +197,7 @@ TEST(CudaCodegen, EveryOpDtypeAndKernelKindCompilesWithNvrtc) {
             cuda_backend::emit_cuda_kernel(every_op(d, inner, rank), "k" + std::to_string(n++));
     source += cuda_backend::emit_cuda_kernel(row_kernel(d), "k" + std::to_string(n++));
   }
-  std::string cubin;
-  try {
-    cubin = cuda_backend::compile_cubin(source, "sm_90");
-  } catch (const std::exception& e) {
-    FAIL() << e.what() << "\n" << source;
-  }
-  EXPECT_GT(cubin.size(), 1000u);
+  EXPECT_GT(compile_or_report(source).size(), 1000u);
 }
 
 // A row kernel emitted for its row length holds only the path the launch takes for it
@@ -229,13 +234,7 @@ TEST(CudaCodegen, RowKernelsForAKnownRowLengthHoldOnlyTheirPath) {
   // warp rows of 1, 65, 256 and warp_limit elements (1, 4, 8 and 32 slots), block rows
   // cached (warp_limit + 1 and 2048 share it) and streamed (2049 and 50257 share it)
   EXPECT_EQ(names.size(), 6u);
-  std::string cubin;
-  try {
-    cubin = cuda_backend::compile_cubin(source, "sm_90");
-  } catch (const std::exception& e) {
-    FAIL() << e.what() << "\n" << source;
-  }
-  EXPECT_GT(cubin.size(), 1000u);
+  EXPECT_GT(compile_or_report(source).size(), 1000u);
 }
 
 TEST(CudaCodegen, ArgumentLayoutIsOneWordPerPointerSizeStrideScalarAndTheWork) {

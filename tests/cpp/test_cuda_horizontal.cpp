@@ -20,6 +20,7 @@
 #include <map>
 #include <set>
 
+#include "capture_backend.h"
 #include "ops/api.h"
 #include "tracer_util.h"
 
@@ -201,38 +202,13 @@ TEST(CudaHorizontal, OnlyLaunchesThatLeaveTheGpuIdleAreWorthCombining) {
 
 // ---------------------------------------------------------------- plans (no GPU)
 
-// Records the program of the first trace compiled while it lives (interpreted).
-class CaptureBackend final : public tr::TraceBackend {
- public:
-  std::unique_ptr<tr::Executable> compile(const tr::TraceProgram& program) override {
-    if (!captured) captured = std::make_unique<tr::TraceProgram>(program);
-    return tr::interpreting_backend().compile(program);
-  }
-  std::unique_ptr<tr::TraceProgram> captured;
-};
-
-class HorizontalPlan : public TracerTest {
+class HorizontalPlan : public CapturingTest {
  protected:
-  void SetUp() override {
-    TracerTest::SetUp();
-    tr::config().jit = true;
-    tr::set_enabled(false);
-    tr::register_backend_first(&backend_);
-  }
-  void TearDown() override {
-    tr::unregister_backend(&backend_);
-    TracerTest::TearDown();
-  }
-
   // f's program (run in regions until compiled), planned as the CUDA backend plans it
   // (the CPU's fusable ops stand in), every kernel a small candidate of block shape 256
   // (pointwise) or 32 x 4 (rows).
   void plan(const std::function<void()>& f) {
-    for (int i = 0; i < 4 && !backend_.captured; ++i) {
-      tr::Region region;
-      f();
-    }
-    ASSERT_TRUE(backend_.captured) << tr::explain().table();
+    ASSERT_TRUE(capture(f)) << tr::explain().table();
     program_ = *backend_.captured;
     plan_ = plan_fusion(program_, fusable_except(kiln::DeviceType::CPU, {}));
     std::vector<ComboCandidate> steps(plan_.steps.size());
@@ -324,7 +300,6 @@ class HorizontalPlan : public TracerTest {
     return n;
   }
 
-  CaptureBackend backend_;
   tr::TraceProgram program_;
   FusionPlan plan_;
   std::vector<DelayedLaunch> launches_;

@@ -11,12 +11,12 @@
 #include <functional>
 #include <memory>
 
+#include "capture_backend.h"
 #include "jit/lower.h"
 #include "jit/memory_plan.h"
 #include "jit/pipeline.h"
-#include "ops/autograd/grad_mode.h"
 #include "ops/api.h"
-#include "tracer/backend.h"
+#include "ops/autograd/grad_mode.h"
 #include "tracer_util.h"
 
 using namespace kt;
@@ -26,38 +26,14 @@ namespace jit = kiln::jit;
 
 namespace {
 
-// Records the program of the first trace compiled while it lives (interpreted).
-class CaptureBackend final : public tr::TraceBackend {
- public:
-  std::unique_ptr<tr::Executable> compile(const tr::TraceProgram& program) override {
-    if (!captured) captured = std::make_unique<tr::TraceProgram>(program);
-    return tr::interpreting_backend().compile(program);
-  }
-  std::unique_ptr<tr::TraceProgram> captured;
-};
-
-class MemoryPlanTest : public TracerTest {
+class MemoryPlanTest : public CapturingTest {
  protected:
-  void SetUp() override {
-    TracerTest::SetUp();
-    tr::config().jit = true;
-    tr::set_enabled(false);
-    tr::register_backend_first(&backend_);
-  }
-  void TearDown() override {
-    tr::unregister_backend(&backend_);
-    TracerTest::TearDown();
-  }
-
   // f's program (run in regions until compiled), fused as the CPU JIT fuses it, and its
   // memory plan; checks that values alive together never share bytes.
   jit::MemoryPlan plan(const std::function<void()>& f) {
-    for (int i = 0; i < 4 && !backend_.captured; ++i) {
-      tr::Region region;
-      f();
-    }
-    EXPECT_TRUE(backend_.captured) << tr::explain().table();
-    if (!backend_.captured) return {};
+    const bool captured = capture(f);
+    EXPECT_TRUE(captured) << tr::explain().table();
+    if (!captured) return {};
     program_ = *backend_.captured;
     fusion_ = jit::plan_fusion(program_, jit::fusable_except(kiln::DeviceType::CPU, {}));
     const jit::MemoryPlan memory = jit::plan_memory(program_, fusion_);
@@ -117,7 +93,6 @@ class MemoryPlanTest : public TracerTest {
     EXPECT_GT(sum, 0);
   }
 
-  CaptureBackend backend_;
   tr::TraceProgram program_;
   jit::FusionPlan fusion_;
 };
