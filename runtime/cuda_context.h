@@ -1,8 +1,8 @@
 // The CUDA side of the runtime: GPU detection at run time (no link against the
 // driver; a machine with no driver or no GPU simply reports zero devices), one
 // stream per device, a caching device allocator (no cudaMalloc per op), copies.
-// Work is asynchronous on each device's stream; synchronize() and the host copies
-// are the only places the host waits. When kiln is built without the CUDA toolkit,
+// Work is asynchronous on each device's stream; synchronize() and the copies to the
+// host are the only places the host waits. When kiln is built without the CUDA toolkit,
 // every function here behaves as on a machine with no GPU.
 #pragma once
 
@@ -73,7 +73,10 @@ void synchronize(int device);
 // recorded in the device's DeviceErrorRecord (see below).
 void synchronize_checked(int device);
 
-// Copies; host<->device copies synchronize the stream before returning.
+// Copies. Host to device does not wait for the device: the bytes go through a pinned
+// staging block (runtime/cuda/pinned_staging.h), and the source may change once the call
+// returns; copies over 64 MiB and copies while the stream captures a graph synchronize.
+// Device to host synchronizes the stream before returning.
 void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device);
 void copy_device_to_host(void* dst, const void* src, size_t nbytes, int device);
 void copy_device_to_device(void* dst, int dst_device, const void* src, int src_device,

@@ -54,6 +54,10 @@ class FusedCudaTrace final : public FusedTrace {
     for (const Step& step : plan_.steps)
       host_ops_ += step.kind == Step::Kind::Library && program_.ops[step.op].meta.device != device_;
     plan_segments();
+    if (step_profile::segments_enabled())
+      timeline_ = std::make_unique<step_profile::SegmentTimeline>(
+          device_.index, segments_.size(),
+          "trace of " + std::to_string(program_.ops.size()) + " ops");
     combo_of_.assign(plan_.steps.size(), -1);
     launched_after_.resize(plan_.steps.size());
     for (size_t c = 0; c < combos_.size(); ++c) {
@@ -259,6 +263,7 @@ class FusedCudaTrace final : public FusedTrace {
       }
     };
     auto launch_all = [&] { launch_steps(false); };
+    if (timeline_) timeline_->before(k);
     for (int s : uploads) run_library_step(s, calls[s], v[plan_.steps[s].op]);
     const std::vector<CallSignature> signature(st.signature.begin() + seg.first_step,
                                                st.signature.begin() + seg.end_step);
@@ -283,6 +288,7 @@ class FusedCudaTrace final : public FusedTrace {
         launch_all();
       }
     }
+    if (timeline_) timeline_->after(k);
     if (timing) timing->finish();
     st.segments_done = k + 1;
   }
@@ -485,6 +491,7 @@ class FusedCudaTrace final : public FusedTrace {
   mutable std::map<int, Tensor> uploads_;  // by op: where a host tensor is copied in
   int host_ops_ = 0;                       // library steps that are host-side ops
   mutable LibraryInputs library_inputs_;   // staging buffers and random-state slots
+  std::unique_ptr<step_profile::SegmentTimeline> timeline_;  // KILN_CUDA_STEP_PROFILE=segments
 };
 
 // A FusedCudaTrace's run launched segment by segment as the walk passes them

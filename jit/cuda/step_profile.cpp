@@ -1,6 +1,7 @@
 #include "jit/cuda/step_profile.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -86,6 +87,122 @@ bool enabled() {
     return v && std::string(v) == "1";
   }();
   return on;
+}
+
+bool segments_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CUDA_STEP_PROFILE");
+    return v && std::string(v) == "segments";
+  }();
+  return on;
+}
+
+namespace {
+
+struct SegmentRow {
+  long runs = 0;
+  double gpu_ms = 0, idle_ms = 0, host_ms = 0;
+};
+
+// Per trace, per segment; printed at exit.
+class SegmentTable {
+ public:
+  void add(const std::string& trace, size_t k, double gpu, double idle, double host) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<SegmentRow>& rows = traces_[trace];
+    if (rows.size() <= k) rows.resize(k + 1);
+    rows[k].runs += 1;
+    rows[k].gpu_ms += gpu;
+    rows[k].idle_ms += idle;
+    rows[k].host_ms += host;
+  }
+  ~SegmentTable() {
+    for (const auto& [trace, rows] : traces_) {
+      double gpu = 0, idle = 0, host = 0;
+      std::fprintf(stderr, "[kiln segment timeline] %s, ms per run\n", trace.c_str());
+      std::fprintf(stderr, "%8s %6s %10s %10s %10s\n", "segment", "runs", "gpu busy", "gpu idle",
+                   "host");
+      for (size_t k = 0; k < rows.size(); ++k) {
+        const SegmentRow& r = rows[k];
+        if (r.runs == 0) continue;
+        std::fprintf(stderr, "%8zu %6ld %10.3f %10.3f %10.3f\n", k, r.runs, r.gpu_ms / r.runs,
+                     r.idle_ms / r.runs, r.host_ms / r.runs);
+        gpu += r.gpu_ms / r.runs;
+        idle += r.idle_ms / r.runs;
+        host += r.host_ms / r.runs;
+      }
+      std::fprintf(stderr,
+                   "   total: gpu busy %.3f, gpu idle %.3f (segment 0's: since the previous "
+                   "run's end), host %.3f\n",
+                   gpu, idle, host);
+    }
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::string, std::vector<SegmentRow>> traces_;
+};
+
+SegmentTable& segment_table() {
+  static SegmentTable t;
+  return t;
+}
+
+double host_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+SegmentTimeline::SegmentTimeline(int device, size_t segments, std::string name)
+    : device_(device), name_(std::move(name)), run_(segments) {
+  segment_table();  // constructed before the first row: printed after the last
+}
+
+SegmentTimeline::~SegmentTimeline() {
+  clear(run_);
+  clear(last_);
+}
+
+void SegmentTimeline::clear(std::vector<Mark>& marks) {
+  for (Mark& m : marks) {
+    gpu_timer::destroy(m.from);
+    gpu_timer::destroy(m.to);
+    m = Mark{};
+  }
+}
+
+void SegmentTimeline::before(size_t k) {
+  if (k == 0) fold();
+  if (k >= run_.size()) return;
+  run_[k].host_from = host_seconds();
+  run_[k].from = gpu_timer::record(device_);
+}
+
+void SegmentTimeline::after(size_t k) {
+  if (k >= run_.size()) return;
+  run_[k].to = gpu_timer::record(device_);
+  run_[k].host_to = host_seconds();
+}
+
+void SegmentTimeline::fold() {
+  bool complete = !run_.empty();
+  for (const Mark& m : run_) complete = complete && m.from && m.to;
+  if (complete && ++runs_ > 3 && !last_.empty() && last_[0].to) {
+    for (size_t k = 0; k < run_.size(); ++k) {
+      const Mark& prev = k == 0 ? last_[0] : run_[k - 1];
+      const double gpu = gpu_timer::elapsed_ms(run_[k].from, run_[k].to);
+      const double idle = gpu_timer::elapsed_ms(prev.to, run_[k].from);
+      const double host = (run_[k].host_from - prev.host_to) * 1e3;
+      if (gpu >= 0 && idle >= 0) segment_table().add(name_, k, gpu, idle, host);
+    }
+  }
+  if (complete) {
+    clear(last_);
+    last_.assign(1, run_.back());
+    run_.back() = Mark{};
+  }
+  clear(run_);
 }
 
 Run::~Run() {

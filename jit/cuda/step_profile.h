@@ -42,4 +42,34 @@ class Run {
   std::vector<Span> spans_;
 };
 
+// KILN_CUDA_STEP_PROFILE=segments: the CUDA graphs stay on, and each segment's launch
+// (pipelined replay: a segment launches once the walk has passed it) is bracketed by
+// events. At exit, per trace and segment: the GPU's time in it, the GPU's idle time
+// before it (waiting for the host to launch it) and the host's time since the previous
+// launch; runs are read back at the next run's first launch (the first 3 not counted).
+bool segments_enabled();
+
+class SegmentTimeline {
+ public:
+  SegmentTimeline(int device, size_t segments, std::string name);
+  ~SegmentTimeline();
+  SegmentTimeline(const SegmentTimeline&) = delete;
+  SegmentTimeline& operator=(const SegmentTimeline&) = delete;
+  void before(size_t k);  // just before segment k's launch
+  void after(size_t k);   // just after it
+
+ private:
+  struct Mark {
+    void* from = nullptr;
+    void* to = nullptr;
+    double host_from = 0, host_to = 0;  // seconds, steady clock
+  };
+  void fold();  // the finished run into the process-wide table
+  void clear(std::vector<Mark>& marks);
+  int device_;
+  std::string name_;
+  std::vector<Mark> run_, last_;  // this run's marks; the last segment of the previous one
+  long runs_ = 0;
+};
+
 }  // namespace kiln::jit::step_profile

@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "runtime/cuda/device_errors.h"
+#include "runtime/cuda/pinned_staging.h"
 #include "runtime/error.h"
 
 namespace kiln::cuda_context {
@@ -349,6 +350,7 @@ void copy_host_to_device(void* dst, const void* src, size_t nbytes, int device) 
   if (nbytes == 0) return;
   auto st = static_cast<cudaStream_t>(stream(device));
   DeviceScope scope(device);
+  if (pinned_staging::copy_to_device(dst, src, nbytes, device, st)) return;
   throw_on_error(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, st),
                  "cudaMemcpyAsync (host to device)");
   throw_on_error(cudaStreamSynchronize(st), "cudaStreamSynchronize (host to device)");
