@@ -369,7 +369,106 @@ void one_kernel_per_op(const TraceProgram& p, const FusionOptions& options, Fusi
   make_steps(p, options, plan, false);
 }
 
+namespace {
+
+// The tensor whose bytes a value's are (views and in-place results share their base's),
+// or -1 for an external's.
+int storage_root(const TraceProgram& p, const FusionPlan& plan, std::vector<int>& root, int i) {
+  if (root[i] != -2) return root[i];
+  const TraceOp& op = p.ops[i];
+  const InputRef* base = op.in_place                               ? &op.target
+                         : op_info(op.op).family == OpFamily::View ? &op.inputs[0]
+                                                                   : nullptr;
+  int r = i;
+  if (base)
+    r = base->kind == InputRef::Kind::Value && plan.canonical[base->index] >= 0
+            ? storage_root(p, plan, root, plan.canonical[base->index])
+            : -1;
+  return root[i] = r;
+}
+
+int64_t value_bytes(const TraceOp& op) {
+  return dims_numel(op.meta.sizes) * itemsize(op.meta.dtype);
+}
+
+}  // namespace
+
+void hoist_narrowing_ops(const TraceProgram& p, FusionPlan& plan) {
+  const int n = static_cast<int>(p.ops.size());
+  std::vector<int> root(n, -2);
+  auto kernel_group = [&](int s) -> FusionGroup* {
+    return s >= 0 && plan.steps[s].kind == Step::Kind::Kernel ? &plan.steps[s].group : nullptr;
+  };
+  for (int j = 0; j < n; ++j) {
+    const TraceOp& op = p.ops[j];
+    const OpFamily f = op_info(op.op).family;
+    const int from = plan.canonical[j] == j ? plan.step_of[j] : -1;
+    FusionGroup* old_group = kernel_group(from);
+    if (!old_group || old_group->reduced_dims != 0 || old_group->ops.size() < 2 || op.in_place ||
+        is_live(p, j) || is_held(p, j) || has_effects(op.op) ||
+        !(f == OpFamily::Unary || f == OpFamily::Binary || f == OpFamily::Clamp ||
+          f == OpFamily::Where))
+      continue;
+    // The widest tensor it reads, made by an op of its own (not a view, not in place).
+    int wide = -1;
+    for (const InputRef& r : op.inputs) {
+      if (r.kind != InputRef::Kind::Value) continue;
+      const int v = plan.canonical[r.index];
+      if (v >= 0 && storage_root(p, plan, root, v) == v &&
+          (wide < 0 || value_bytes(p.ops[v]) > value_bytes(p.ops[wide])))
+        wide = v;
+    }
+    if (wide < 0 || value_bytes(op) >= value_bytes(p.ops[wide])) continue;
+    // The last other step that reads it (or a view of it): a pointwise group of this shape.
+    int to = -1;
+    for (int i = 0; i < n; ++i) {
+      if (i == j || plan.canonical[i] != i || plan.step_of[i] < 0) continue;
+      const TraceOp& q = p.ops[i];
+      auto reads_wide = [&](const InputRef& r) {
+        return r.kind == InputRef::Kind::Value && plan.canonical[r.index] >= 0 &&
+               storage_root(p, plan, root, plan.canonical[r.index]) == wide;
+      };
+      bool reads = q.in_place && reads_wide(q.target);
+      for (const InputRef& r : q.inputs) reads = reads || reads_wide(r);
+      if (reads) to = std::max(to, plan.step_of[i]);
+    }
+    FusionGroup* new_group = kernel_group(to);
+    if (to >= from || !new_group || new_group->reduced_dims != 0 ||
+        new_group->shape != op.meta.sizes || new_group->ops.back() > j)
+      continue;
+    // Its other inputs exist by then and nothing writes what it reads in between.
+    bool ok = true;
+    for (const InputRef& r : op.inputs)
+      if (r.kind == InputRef::Kind::Value &&
+          (plan.canonical[r.index] < 0 || plan.step_of[plan.canonical[r.index]] > to))
+        ok = false;
+    for (int i = 0; i < n && ok; ++i) {
+      const TraceOp& w = p.ops[i];
+      if (!w.in_place || plan.canonical[i] != i || plan.step_of[i] < to || plan.step_of[i] > from)
+        continue;
+      const InputRef t = in_place_root(p, w.target);
+      for (const InputRef& r : op.inputs) {
+        const InputRef a = in_place_root(p, r);
+        if (t.kind == InputRef::Kind::Value && a.kind == InputRef::Kind::Value &&
+            (plan.canonical[t.index] < 0 || plan.canonical[a.index] < 0))
+          ok = false;
+        else if (t.kind == a.kind &&
+                 (t.kind == InputRef::Kind::External
+                      ? t.index == a.index
+                      : storage_root(p, plan, root, plan.canonical[t.index]) ==
+                            storage_root(p, plan, root, plan.canonical[a.index])))
+          ok = false;
+      }
+    }
+    if (!ok) continue;
+    old_group->ops.erase(std::find(old_group->ops.begin(), old_group->ops.end(), j));
+    new_group->ops.push_back(j);
+    plan.step_of[j] = to;
+  }
+}
+
 void mark_stored(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) {
+  hoist_narrowing_ops(p, plan);
   const int n = static_cast<int>(p.ops.size());
   auto live = [&](int i) { return is_live(p, i); };
   auto value_input = [&](const InputRef& r) {

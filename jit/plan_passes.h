@@ -47,6 +47,15 @@ void group_into_kernels(const tracer::TraceProgram& program, const FusionOptions
 void one_kernel_per_op(const tracer::TraceProgram& program, const FusionOptions& options,
                        FusionPlan& plan);
 
+// Part of store, first: a narrowing pointwise op (its value smaller than the tensor it
+// reads: relu's backward mask gt(x, 0), a bool, read at the backward from x, a float32
+// the forward made) that is the last reader of that tensor moves into the pointwise group
+// of the tensor's previous last reader, of its shape, when what else it reads exists by
+// then and nothing writes its inputs in between: the narrow value is kept instead of the
+// wide one (bench/models/cnn.py: conv1's output no longer stays alive through the
+// backward for its relu mask).
+void hoist_narrowing_ops(const tracer::TraceProgram& program, FusionPlan& plan);
+
 // store: plan.stored and plan.escapes. A value exists as a tensor if it
 // leaves its group (read by a later step, held by the user, written in place, computed by
 // a library or view step); it escapes (a fresh allocation per run) if the user holds it

@@ -5,7 +5,9 @@
 //     overlaps values), and on the programs here it is that bound: two big temporaries
 //     that die young separated by small long-lived values (first fit in write order puts
 //     the second big one above everything; largest first reuses the first's bytes), and
-//     a small training step.
+//     a small training step;
+//   - relu's backward mask (a bool made from relu's float input) is made in relu's own
+//     kernel, so the input is not kept through the backward for it.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -134,6 +136,38 @@ TEST_F(MemoryPlanTest, ATrainingStepsArenaIsTheMostAliveAtOnce) {
   });
   EXPECT_GT(memory.live_bytes, 0) << memory.str();
   EXPECT_EQ(memory.arena_bytes, memory.live_bytes) << memory.str();
+}
+
+TEST_F(MemoryPlanTest, ReluBackwardMaskIsMadeBesideReluNotKeptFromItsInput) {
+  Tensor w1 = random_tensor({32, 256}), w2 = random_tensor({256, 8});
+  w1.set_requires_grad(true);
+  w2.set_requires_grad(true);
+  const Tensor x = random_tensor({512, 32});
+  const jit::MemoryPlan memory =
+      plan([&] { kiln::mean(kiln::matmul(kiln::relu(kiln::matmul(x, w1)), w2)).backward(); });
+  const int n = static_cast<int>(program_.ops.size());
+  int relu = -1, mask = -1;
+  for (int i = 0; i < n; ++i) {
+    if (program_.ops[i].op == kiln::OpId::Relu) relu = i;
+    if (program_.ops[i].op == kiln::OpId::Gt) mask = i;
+  }
+  ASSERT_GE(relu, 0);
+  ASSERT_GE(mask, 0);
+  // gt(h, 0) runs in relu's kernel and its bool value is what the backward reads ...
+  EXPECT_EQ(fusion_.step_of[mask], fusion_.step_of[relu]) << fusion_.str(program_);
+  EXPECT_TRUE(fusion_.stored[mask]);
+  EXPECT_EQ(program_.ops[mask].meta.dtype, kiln::DType::Bool);
+  // ... so nothing reads the matmul's float32 output h after relu's step.
+  const int h = fusion_.canonical[program_.ops[relu].inputs[0].index];
+  for (int i = 0; i < n; ++i) {
+    if (fusion_.canonical[i] != i) continue;
+    for (const tr::InputRef& r : program_.ops[i].inputs) {
+      if (r.kind == tr::InputRef::Kind::Value && fusion_.canonical[r.index] == h) {
+        EXPECT_LE(fusion_.step_of[i], fusion_.step_of[relu]) << fusion_.str(program_);
+      }
+    }
+  }
+  EXPECT_GT(memory.live_bytes, 0);
 }
 
 }  // namespace
