@@ -56,14 +56,16 @@ SegmentPlan cut_segments(const tracer::TraceProgram& program, const FusionPlan& 
   size_t first = 0, seg_ops_start = 0, prefix_hi = 0;
   std::vector<size_t> suffix_lo(steps + 1, n);
   for (size_t s = steps; s-- > 0;) suffix_lo[s] = std::min(suffix_lo[s + 1], lo[s]);
+  size_t min_ops = kFirstSegmentOps;
   for (size_t s = 0; s < steps; ++s) {
     prefix_hi = std::max(prefix_hi, hi[s]);
     const size_t cut = prefix_hi + 1;  // ops [seg_ops_start, cut) are in steps <= s
     if (s + 1 < steps && cut <= suffix_lo[s + 1] && !blocked[cut] &&
-        cut - seg_ops_start >= kSegmentOps && n - cut >= kSegmentOps) {
+        cut - seg_ops_start >= min_ops && n - cut >= kSegmentOps) {
       out.cuts.push_back(SegmentCut{first, s + 1, cut});
       first = s + 1;
       seg_ops_start = cut;
+      min_ops = std::min(kSegmentOps, 2 * min_ops);
     }
   }
   out.cuts.push_back(SegmentCut{first, steps, n});

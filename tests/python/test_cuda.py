@@ -159,6 +159,29 @@ def test_conv2d_column_buffer_is_bounded(rng):
     same(out, kiln.conv2d(cx, cw, cb), rtol=1e-4, atol=1e-4)
 
 
+def test_host_to_device_copies_take_the_bytes_at_the_call(rng):
+    # Copies to the device go through pinned staging blocks and do not wait for the GPU
+    # (runtime/cuda/pinned_staging.h): each copy, queued behind a long matmul, must carry
+    # the host bytes as they were at the call (the numpy buffer is changed right after,
+    # through from_numpy's shared memory), and reused blocks must not mix up copies.
+    busy = kiln.tensor(rng.standard_normal((1024, 1024)).astype(np.float32)).cuda()
+    src = rng.standard_normal((100, 300)).astype(np.float32)
+    host = kiln.from_numpy(src)
+    outs, expected = [], []
+    for i in range(40):
+        busy = (busy @ busy) * 1e-3
+        outs.append(host.to("cuda", non_blocking=bool(i % 2)))
+        expected.append(src.copy())
+        src += 1.0 + i
+    big = rng.standard_normal((5, 1 << 19)).astype(np.float32)  # 10 MiB: another block size
+    outs.append(kiln.from_numpy(big).cuda())
+    expected.append(big.copy())
+    big[:] = 0
+    for out, want in zip(outs, expected):
+        np.testing.assert_array_equal(to_np(out), want)
+    assert np.isfinite(to_np(busy)).all()
+
+
 def test_factories_and_random_on_cuda():
     for fn in (lambda d: kiln.zeros(3, 4, device=d), lambda d: kiln.ones(2, device=d),
                lambda d: kiln.full((2, 2), 3.5, device=d), lambda d: kiln.arange(10, device=d),
