@@ -76,17 +76,18 @@ bool Tracer::on_call(const OpCall& call, const OutputMeta& meta, Tensor* result)
 
 bool Tracer::on_known_call(const OpCall& call, Tensor* result, const OutputMeta** meta) {
   // As handle's fast path, for the calls whose metadata the path's node holds: a
-  // non-symbolic path (a symbolic one's nodes hold another size's), no host-side sites to
-  // ask about, not a view (a view's offset follows its input's, which guards leave open)
-  // nor a copy across devices (on_call handles copies to the host). Every input defined:
-  // validation would pass, as it did when the op was recorded on inputs like these.
-  if (walk_.mode != WalkMode::Replay || walk_.in_boundary || walk_.anchor->symbolic ||
-      !host_sites_.empty() || !active())
+  // non-symbolic path (a symbolic one's nodes hold another size's), not a view (a view's
+  // offset follows its input's, which guards leave open) nor a copy across devices
+  // (on_call handles copies to the host). Every input defined: validation would pass, as
+  // it did when the op was recorded on inputs like these. A host-side op is left to
+  // handle, which asks about it first as here (it runs eagerly, outside the walk).
+  if (walk_.mode != WalkMode::Replay || walk_.in_boundary || walk_.anchor->symbolic || !active())
     return false;
   const OpFamily family = call.info().family;
   if (family == OpFamily::View || family == OpFamily::ToDevice) return false;
   for (const Tensor& in : call.inputs)
     if (!in.defined()) return false;
+  if (!host_sites_.empty() && runs_on_host_side(call)) return false;
   std::vector<Tensor> new_externals;
   for (const auto& c : walk_.node->children) {
     if (c->compiled_below > 0 && walk_.match(c->op, call, nullptr, &new_externals)) {

@@ -35,7 +35,9 @@ struct BlockCache {  // trivially destructible: still usable while the thread en
 template <class T>
 struct BlockCacheOf {
   static constinit thread_local BlockCache cache;
-  static constexpr uint32_t kKept = 512;
+  // A training step's walk holds a few thousand lazy values at once (the forward's,
+  // kept for the backward): the blocks of a whole step come back to the cache.
+  static constexpr uint32_t kKept = 4096;
   static void drain() {
     BlockCache& c = cache;
     while (c.head) {

@@ -18,6 +18,7 @@
 //   autograd_api.cpp  requires_grad / grad / backward, grad mode, autograd.grad,
 //                     checkpoint, losses, the optimizers' C++ cores
 //   distributed_api.cpp process groups and DDP's gradient reducer (kiln.distributed)
+//   module_getattr.cpp kiln.nn.Module's attribute lookup in C
 // The pure-Python package (python_bindings/kiln) adds PyTorch spellings on top.
 #pragma once
 
@@ -53,6 +54,7 @@ void register_profiler();
 void register_autograd();
 void register_hooks();        // hooks_api.cpp, called by register_autograd
 void register_distributed();  // distributed_api.cpp
+void register_module_getattr();  // module_getattr.cpp
 
 // Drops a reference kiln holds to a Python object (a numpy array behind from_numpy, a
 // DLPack capsule's producer, a checkpointed callable), under the GIL. Also while the

@@ -34,4 +34,5 @@ BOOST_PYTHON_MODULE(_kiln) {
   register_profiler();
   register_autograd();
   register_distributed();
+  register_module_getattr();
 }

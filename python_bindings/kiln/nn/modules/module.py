@@ -131,6 +131,13 @@ class Module:
                 return d[key][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        # The lookup above without CPython 3.11's failed generic lookup first (formatting
+        # and clearing an AttributeError per parameter read): the same answers, in C, for
+        # the classes that keep Module's __getattr__ (python_bindings/src/module_getattr.cpp).
+        _C._fast_module_getattr(cls, Module.__getattr__)
+
     def __delattr__(self, name):
         for d in (self._parameters, self._buffers, self._modules):
             if name in d:
@@ -412,6 +419,9 @@ class Module:
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
                       | set(self._modules))
+
+
+_C._fast_module_getattr(Module, Module.__getattr__)
 
 
 def _factory_kw(device, dtype):
