@@ -15,7 +15,7 @@ namespace kiln::tracer {
 // each replayed op. replay_compiled() then launches the rest, and a walk that leaves the
 // trace keeps what ran (materialize, side_exit.h). Not under KILN_VERIFY, for symbolic or
 // CPU traces; KILN_PIPELINED_REPLAY=0 turns it off (for A/B timings).
-inline constexpr int kPartialProbeEvery = 256;
+inline constexpr int kPartialProbeEvery = 32;
 void advance_partial(Walk& walk);
 
 // Runs node.compiled for the walk (which ended at node) and binds its outputs; counts the

@@ -499,7 +499,9 @@ class FusedCudaTrace final : public FusedTrace {
 class CudaPartialRun final : public tracer::PartialRun {
  public:
   explicit CudaPartialRun(const FusedCudaTrace& trace)
-      : t_(trace), lock_(trace.mutex_), st_(trace.program_.ops.size(), trace.plan_.steps.size()) {}
+      : t_(trace), lock_(trace.mutex_), st_(trace.program_.ops.size(), trace.plan_.steps.size()) {
+    if (t_.timeline_) t_.timeline_->started();
+  }
 
   size_t next_launch_at() const override {
     return stopped_ || st_.segments_done >= t_.segments_.size()
@@ -532,6 +534,7 @@ class CudaPartialRun final : public tracer::PartialRun {
           return;
         }
       }
+      if (t_.timeline_) t_.timeline_->at_depth(k, depth);
       t_.launch_segment(st_, k, externals, scalars);
       ++t_.partial_launches_;
     }

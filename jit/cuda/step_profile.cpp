@@ -101,13 +101,14 @@ namespace {
 
 struct SegmentRow {
   long runs = 0;
-  double gpu_ms = 0, idle_ms = 0, host_ms = 0;
+  double gpu_ms = 0, idle_ms = 0, host_ms = 0, depth = 0, since_start_ms = 0;
 };
 
 // Per trace, per segment; printed at exit.
 class SegmentTable {
  public:
-  void add(const std::string& trace, size_t k, double gpu, double idle, double host) {
+  void add(const std::string& trace, size_t k, double gpu, double idle, double host, double depth,
+           double since_start) {
     std::lock_guard<std::mutex> lock(mutex_);
     std::vector<SegmentRow>& rows = traces_[trace];
     if (rows.size() <= k) rows.resize(k + 1);
@@ -115,6 +116,8 @@ class SegmentTable {
     rows[k].gpu_ms += gpu;
     rows[k].idle_ms += idle;
     rows[k].host_ms += host;
+    rows[k].depth += depth;
+    rows[k].since_start_ms += since_start;
   }
   ~SegmentTable() {
     for (const auto& [trace, rows] : traces_) {
@@ -125,8 +128,9 @@ class SegmentTable {
       for (size_t k = 0; k < rows.size(); ++k) {
         const SegmentRow& r = rows[k];
         if (r.runs == 0) continue;
-        std::fprintf(stderr, "%8zu %6ld %10.3f %10.3f %10.3f\n", k, r.runs, r.gpu_ms / r.runs,
-                     r.idle_ms / r.runs, r.host_ms / r.runs);
+        std::fprintf(stderr, "%8zu %6ld %10.3f %10.3f %10.3f %8.0f %12.3f\n", k, r.runs,
+                     r.gpu_ms / r.runs, r.idle_ms / r.runs, r.host_ms / r.runs, r.depth / r.runs,
+                     r.since_start_ms / r.runs);
         gpu += r.gpu_ms / r.runs;
         idle += r.idle_ms / r.runs;
         host += r.host_ms / r.runs;
@@ -172,8 +176,17 @@ void SegmentTimeline::clear(std::vector<Mark>& marks) {
   }
 }
 
+void SegmentTimeline::started() {
+  fold();
+  started_ = host_seconds();
+}
+
+void SegmentTimeline::at_depth(size_t k, size_t d) {
+  if (k < run_.size()) run_[k].depth = d;
+}
+
 void SegmentTimeline::before(size_t k) {
-  if (k == 0) fold();
+  if (k == 0 && run_[0].from) fold();  // not pipelined: started() did not fold
   if (k >= run_.size()) return;
   run_[k].host_from = host_seconds();
   run_[k].from = gpu_timer::record(device_);
@@ -194,7 +207,9 @@ void SegmentTimeline::fold() {
       const double gpu = gpu_timer::elapsed_ms(run_[k].from, run_[k].to);
       const double idle = gpu_timer::elapsed_ms(prev.to, run_[k].from);
       const double host = (run_[k].host_from - prev.host_to) * 1e3;
-      if (gpu >= 0 && idle >= 0) segment_table().add(name_, k, gpu, idle, host);
+      const double since = started_ > 0 ? (run_[k].host_from - started_) * 1e3 : -1;
+      if (gpu >= 0 && idle >= 0)
+        segment_table().add(name_, k, gpu, idle, host, static_cast<double>(run_[k].depth), since);
     }
   }
   if (complete) {
@@ -203,6 +218,7 @@ void SegmentTimeline::fold() {
     run_.back() = Mark{};
   }
   clear(run_);
+  started_ = 0;
 }
 
 Run::~Run() {

@@ -55,14 +55,17 @@ class SegmentTimeline {
   ~SegmentTimeline();
   SegmentTimeline(const SegmentTimeline&) = delete;
   SegmentTimeline& operator=(const SegmentTimeline&) = delete;
-  void before(size_t k);  // just before segment k's launch
-  void after(size_t k);   // just after it
+  void started();                     // a pipelined run began (the walk found the trace)
+  void at_depth(size_t k, size_t d);  // segment k launched with the walk at depth d
+  void before(size_t k);              // just before segment k's launch
+  void after(size_t k);               // just after it
 
  private:
   struct Mark {
     void* from = nullptr;
     void* to = nullptr;
     double host_from = 0, host_to = 0;  // seconds, steady clock
+    size_t depth = 0;                   // the walk's depth at the launch (0: at the end)
   };
   void fold();  // the finished run into the process-wide table
   void clear(std::vector<Mark>& marks);
@@ -70,6 +73,7 @@ class SegmentTimeline {
   std::string name_;
   std::vector<Mark> run_, last_;  // this run's marks; the last segment of the previous one
   long runs_ = 0;
+  double started_ = 0;  // this run's start, seconds (0: not pipelined)
 };
 
 }  // namespace kiln::jit::step_profile
