@@ -1,5 +1,7 @@
 #include "ops/autograd/record.h"
 
+#include <algorithm>
+
 #include "ops/autograd/grad_mode.h"
 #include "ops/autograd/rules.h"
 #include "runtime/error.h"
@@ -25,9 +27,11 @@ uint32_t needs_grad_mask(const OpCall& call) {
 // expired entries go when the list doubles, so a parameter saved by every step's node
 // keeps a short list.
 void note_saved_by(const Tensor& t, const std::shared_ptr<OpNode>& node) {
-  std::vector<std::weak_ptr<OpNode>>& savers = meta_of(t).saved_by;
+  auto& savers = meta_of(t).saved_by;
   if (savers.size() >= 8 && (savers.size() & (savers.size() - 1)) == 0)
-    std::erase_if(savers, [](const std::weak_ptr<OpNode>& w) { return w.expired(); });
+    savers.erase(std::remove_if(savers.begin(), savers.end(),
+                                [](const std::weak_ptr<OpNode>& w) { return w.expired(); }),
+                 savers.end());
   savers.push_back(node);
 }
 
