@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/block_cache.h"
 #include "runtime/error.h"
 #include "tracer/symbolic_shapes.h"
 
@@ -13,88 +14,6 @@ struct LazyToken final : PendingValue {};
 // Walk::seen_held's period and distance: every this many ops, the values made at least
 // this many ops ago that are still held.
 constexpr size_t kHeldLongOps = 64;
-
-// Lazy tensors' impls: one per replayed op, made and dropped at the op rate, so their
-// blocks (impl and shared_ptr control block in one) come from a small per-thread cache
-// instead of malloc/free. A block freed on another thread joins that thread's cache.
-// The cache is drained when its thread ends (BlockCacheCloser); blocks freed after that,
-// by thread-local destructors that run later, go back to the heap. Sanitizer builds
-// take the heap always (use-after-free stays visible).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kCacheBlocks = false;
-#else
-constexpr bool kCacheBlocks = true;
-#endif
-
-struct BlockCache {  // trivially destructible: still usable while the thread ends
-  void* head = nullptr;
-  uint32_t count = 0;
-  bool closed = false;
-};
-
-template <class T>
-struct BlockCacheOf {
-  static constinit thread_local BlockCache cache;
-  // A training step's walk holds a few thousand lazy values at once (the forward's,
-  // kept for the backward): the blocks of a whole step come back to the cache.
-  static constexpr uint32_t kKept = 4096;
-  static void drain() {
-    BlockCache& c = cache;
-    while (c.head) {
-      void* next = *static_cast<void**>(c.head);
-      ::operator delete(c.head, sizeof(T));
-      c.head = next;
-    }
-    c.count = 0;
-    c.closed = true;
-  }
-  struct Closer {
-    ~Closer() { drain(); }
-  };
-  static thread_local Closer closer;  // constructed when the cache first makes a block
-};
-template <class T>
-constinit thread_local BlockCache BlockCacheOf<T>::cache;
-template <class T>
-thread_local typename BlockCacheOf<T>::Closer BlockCacheOf<T>::closer;
-
-template <class T>
-struct CachedBlockAllocator {
-  using value_type = T;
-  CachedBlockAllocator() = default;
-  template <class U>
-  explicit CachedBlockAllocator(const CachedBlockAllocator<U>&) {}
-
-  T* allocate(size_t n) {
-    static_assert(sizeof(T) >= sizeof(void*));
-    if (kCacheBlocks && n == 1) {
-      BlockCache& c = BlockCacheOf<T>::cache;
-      if (void* block = c.head) {
-        c.head = *static_cast<void**>(block);
-        --c.count;
-        return static_cast<T*>(block);
-      }
-      if (!c.closed) (void)&BlockCacheOf<T>::closer;  // its destructor drains the cache
-    }
-    return static_cast<T*>(::operator new(n * sizeof(T)));
-  }
-  void deallocate(T* p, size_t n) {
-    if (kCacheBlocks && n == 1) {
-      BlockCache& c = BlockCacheOf<T>::cache;
-      if (!c.closed && c.count < BlockCacheOf<T>::kKept) {
-        *reinterpret_cast<void**>(p) = c.head;
-        c.head = p;
-        ++c.count;
-        return;
-      }
-    }
-    ::operator delete(p, n * sizeof(T));
-  }
-  template <class U>
-  bool operator==(const CachedBlockAllocator<U>&) const {
-    return true;
-  }
-};
 
 bool same_scalar(const Scalar& a, const Scalar& b) {
   return a.kind() == b.kind() && a.to_double() == b.to_double() && a.to_int() == b.to_int();

@@ -4,6 +4,7 @@
 
 #include "ops/autograd/grad_mode.h"
 #include "ops/autograd/rules.h"
+#include "runtime/block_cache.h"
 #include "runtime/error.h"
 
 namespace kiln::autograd {
@@ -38,7 +39,8 @@ void note_saved_by(const Tensor& t, const std::shared_ptr<OpNode>& node) {
 std::shared_ptr<OpNode> make_node(const OpCall& call, const OutputMeta& meta,
                                   const BackwardRule& rule, uint32_t needs) {
   const uint32_t saved = rule.saved(call, needs);
-  auto node = std::make_shared<OpNode>(call, meta, saved);
+  // One per recorded op: its block from the per-thread cache (runtime/block_cache.h).
+  auto node = std::allocate_shared<OpNode>(CachedBlockAllocator<OpNode>(), call, meta, saved);
   node->next.resize(call.inputs.size());
   node->inputs.resize(call.inputs.size());
   for (size_t i = 0; i < call.inputs.size(); ++i) {
