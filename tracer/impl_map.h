@@ -107,4 +107,56 @@ class ImplMap {
   bool indexed_ = false;
 };
 
+// FirstSlots: pointer -> the first slot recorded for it (the walk's external inputs by
+// storage: which earlier input a new one shares memory with). Open addressing in one
+// flat array, kept across walks; a walk's inputs keep their storage while it lasts.
+class FirstSlots {
+ public:
+  int find(const void* key) const {
+    if (size_ == 0) return -1;
+    const Slot& s = slots_[probe(key)];
+    return s.key == nullptr ? -1 : s.value;
+  }
+  // Records slot for key unless key has one already.
+  void insert_first(const void* key, int slot) {
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    Slot& s = slots_[probe(key)];
+    if (s.key != nullptr) return;
+    s = Slot{key, slot};
+    ++size_;
+  }
+  void clear() {
+    if (size_ == 0) return;
+    if (slots_.size() > 8 * size_ && slots_.size() > kFirstTable)
+      slots_ = {};
+    else
+      std::fill(slots_.begin(), slots_.end(), Slot{});
+    size_ = 0;
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    int value = 0;
+  };
+  static constexpr size_t kFirstTable = 64;  // a power of two
+
+  size_t probe(const void* key) const {
+    const size_t mask = slots_.size() - 1;
+    const uint64_t h = (reinterpret_cast<uintptr_t>(key) >> 4) * 0x9E3779B97F4A7C15ull;
+    size_t i = static_cast<size_t>(h >> 29) & mask;
+    while (slots_[i].key != nullptr && slots_[i].key != key) i = (i + 1) & mask;
+    return i;
+  }
+  void grow() {
+    std::vector<Slot> old(std::max(kFirstTable, slots_.size() * 2));
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.key != nullptr) slots_[probe(s.key)] = s;
+  }
+
+  std::vector<Slot> slots_;  // a power of two, at most half full
+  size_t size_ = 0;
+};
+
 }  // namespace kiln::tracer

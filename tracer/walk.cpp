@@ -64,6 +64,7 @@ void Walk::clear() {
   seen_held.clear();
   values.clear();
   external_of.clear();
+  external_on.clear();
   written.clear();
   pending_token.reset();
   eager_ns = 0;
@@ -108,10 +109,8 @@ bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
     if (g.symbolic() ? !match_symbolic_sizes(g, t, symbol_values, bound)
                      : g.sizes != t.sizes() || g.strides != t.strides())
       return false;
-    int32_t alias = -1;
     const Storage* storage = key->storage.get();
-    for (size_t j = 0; j < externals.size() && alias < 0; ++j)
-      if (externals[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
+    int32_t alias = external_on.find(storage);
     for (size_t j = 0; j < new_externals->size() && alias < 0; ++j)
       if ((*new_externals)[j].impl()->storage.get() == storage)
         alias = base + static_cast<int32_t>(j);
@@ -148,11 +147,7 @@ InputRef Walk::ref_for(const Tensor& t, bool fresh, TraceOp* op,
   KILN_CHECK(storage != nullptr, Error,
              "[trace] a tensor's value is unavailable: the traced computation that produces it "
              "failed earlier");
-  int32_t alias = -1;
-  if (!fresh) {
-    for (size_t j = 0; j < externals.size() && alias < 0; ++j)
-      if (externals[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
-  }
+  int32_t alias = fresh ? -1 : external_on.find(storage);
   for (size_t i = 0; i < new_externals->size() && alias < 0; ++i)
     if ((*new_externals)[i].impl()->storage.get() == storage)
       alias = base + static_cast<int32_t>(i);
@@ -182,6 +177,7 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
   for (Tensor& t : new_externals) {
     const int index = static_cast<int>(externals.size());
     external_of.set(t.impl_ptr(), index);
+    if (const Storage* storage = t.impl()->storage.get()) external_on.insert_first(storage, index);
     externals.push_back(std::move(t));
   }
   new_externals.clear();

@@ -67,6 +67,7 @@ struct Walk {
   std::vector<int32_t> seen_held;
   ImplMap values;                       // tensor -> op producing its current value
   ImplMap external_of;                  // tensor -> external input slot
+  FirstSlots external_on;               // storage -> the first external input slot on it
   std::vector<const Storage*> written;  // storages this walk writes in place
   std::shared_ptr<PendingValue> pending_token;
   int64_t eager_ns = 0;                  // time this walk ran ops eagerly
