@@ -61,6 +61,7 @@ void Walk::clear() {
   externals.clear();
   scalars.clear();
   outputs.clear();
+  exact.clear();
   seen_held.clear();
   values.clear();
   external_of.clear();
@@ -172,7 +173,7 @@ TraceOp Walk::describe(const OpCall& call, const OutputMeta& meta, const Tensor*
 }
 
 void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
-                  const Tensor& value) {
+                  const Tensor& value, bool exact_meta) {
   node = next;
   for (Tensor& t : new_externals) {
     const int index = static_cast<int>(externals.size());
@@ -189,6 +190,7 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
     run_start = node->depth;
   }
   outputs.push_back(value.impl_ptr());
+  exact.push_back(exact_meta);
   // Eager walks only (recording, warming up; a compiled path's lazy walk already has its
   // plan): every 64 ops, the values made 64 or more ops ago that are still held.
   if (!pending_token && outputs.size() % kHeldLongOps == 0 && outputs.size() >= 2 * kHeldLongOps) {
@@ -198,6 +200,12 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
   }
   values.set(value.impl_ptr(), node->depth - 1);
   if (node->op.in_place && value.impl()->storage) written.push_back(value.impl()->storage.get());
+}
+
+bool Walk::single_exact_input(const OpCall& call) const {
+  if (call.inputs.size() != 1 || !call.inputs[0].defined()) return false;
+  const int value = values.find(call.inputs[0].impl());
+  return value >= 0 && static_cast<size_t>(value) < exact.size() && exact[value] != 0;
 }
 
 bool Walk::depends_on(const TensorImpl* t) const {
