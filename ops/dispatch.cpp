@@ -120,7 +120,9 @@ Tensor dispatch(const OpCall& call) {
   Tensor result;
   DispatchHook* hook = current_hook();
   const OutputMeta* known = nullptr;
-  if (hook && hook->on_known_call(call, &result, &known)) {  // never a view
+  if (hook && hook->on_known_call(call, &result, &known)) {
+    if (call.info().family == OpFamily::View)
+      call.inputs[0].impl()->share_version_with(*result.impl());
     if (autograd::should_record(call)) {
       const OutputMeta meta = *known;
       autograd::record(call, meta, result);

@@ -39,7 +39,8 @@ class DispatchHook {
   // its guards passed, whose output metadata it recorded) may take it over here. Return
   // true, set *result, and point *meta at the output metadata (valid until the hook's
   // next call). Only for calls whose validation would pass and whose metadata
-  // infer_output would give; never for views. Otherwise return false: on_call follows.
+  // infer_output would give (a view's result then shares its input's version counter, as
+  // on the other path). Otherwise return false: on_call follows.
   virtual bool on_known_call(const OpCall& call, Tensor* result, const OutputMeta** meta) {
     (void)call, (void)result, (void)meta;
     return false;

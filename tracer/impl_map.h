@@ -107,4 +107,78 @@ class ImplMap {
   bool indexed_ = false;
 };
 
+// FirstSlots: pointer -> the first slot recorded for it (the walk's external inputs by
+// storage: which earlier input a new one shares memory with). Up to kLinear entries in
+// a small array searched in order (a short walk clears nothing more); past that, open
+// addressing in one flat array kept across walks. A walk's inputs keep their storage
+// while it lasts.
+class FirstSlots {
+ public:
+  int find(const void* key) const {
+    if (!indexed_) {
+      for (size_t i = 0; i < size_; ++i)
+        if (linear_[i].key == key) return linear_[i].value;
+      return -1;
+    }
+    const Slot& s = slots_[probe(key)];
+    return s.key == nullptr ? -1 : s.value;
+  }
+  // Records slot for key unless key has one already.
+  void insert_first(const void* key, int slot) {
+    if (!indexed_) {
+      for (size_t i = 0; i < size_; ++i)
+        if (linear_[i].key == key) return;
+      if (size_ < kLinear) {
+        linear_[size_++] = Slot{key, slot};
+        return;
+      }
+      if (slots_.size() < kFirstTable) slots_.assign(kFirstTable, Slot{});
+      indexed_ = true;
+      for (size_t i = 0; i < size_; ++i) slots_[probe(linear_[i].key)] = linear_[i];
+    }
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    Slot& s = slots_[probe(key)];
+    if (s.key != nullptr) return;
+    s = Slot{key, slot};
+    ++size_;
+  }
+  void clear() {
+    if (indexed_) {
+      if (slots_.size() > 8 * size_ && slots_.size() > kFirstTable)
+        slots_ = {};
+      else
+        std::fill(slots_.begin(), slots_.end(), Slot{});
+      indexed_ = false;
+    }
+    size_ = 0;
+  }
+
+ private:
+  struct Slot {
+    const void* key = nullptr;
+    int value = 0;
+  };
+  static constexpr size_t kLinear = 16;
+  static constexpr size_t kFirstTable = 64;  // a power of two above 2 * kLinear
+
+  size_t probe(const void* key) const {
+    const size_t mask = slots_.size() - 1;
+    const uint64_t h = (reinterpret_cast<uintptr_t>(key) >> 4) * 0x9E3779B97F4A7C15ull;
+    size_t i = static_cast<size_t>(h >> 29) & mask;
+    while (slots_[i].key != nullptr && slots_[i].key != key) i = (i + 1) & mask;
+    return i;
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.key != nullptr) slots_[probe(s.key)] = s;
+  }
+
+  Slot linear_[kLinear];
+  std::vector<Slot> slots_;  // once indexed_: a power of two, at most half full
+  size_t size_ = 0;
+  bool indexed_ = false;
+};
+
 }  // namespace kiln::tracer

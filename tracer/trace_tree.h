@@ -35,6 +35,11 @@ struct TraceNode {
   // Put back from the warm-start store: op.site is not known yet (sites are per process);
   // the first walk that passes the node fills it in (warm_start.h).
   bool site_unknown = false;
+  // A view recorded on one input, a value of its walk that had the metadata of its own
+  // node (Walk::exact): where a replaying walk's input has that too, op.meta is what
+  // inferring the view would give (Tracer::on_known_call). False when put back from the
+  // warm-start store.
+  bool view_of_exact = false;
 
   TraceNode* find_child(const TraceOp& op) const {
     for (const auto& c : children)

@@ -17,6 +17,10 @@ namespace kiln::tracer {
 namespace {
 
 DispatchHook* make_hook() { return &Tracer::current(); }
+bool same_meta(const OutputMeta& a, const OutputMeta& b) {
+  return a.offset == b.offset && a.dtype == b.dtype && a.device == b.device && a.sizes == b.sizes &&
+         a.strides == b.strides;
+}
 void flush_hook() { Tracer::current().flush(); }
 // The runtime's host reads (item(), printing, to_vector()) and data-dependent shapes
 // (nonzero): `what` is the detail.
@@ -76,21 +80,26 @@ bool Tracer::on_call(const OpCall& call, const OutputMeta& meta, Tensor* result)
 
 bool Tracer::on_known_call(const OpCall& call, Tensor* result, const OutputMeta** meta) {
   // As handle's fast path, for the calls whose metadata the path's node holds: a
-  // non-symbolic path (a symbolic one's nodes hold another size's), not a view (a view's
-  // offset follows its input's, which guards leave open) nor a copy across devices
-  // (on_call handles copies to the host). Every input defined: validation would pass, as
-  // it did when the op was recorded on inputs like these. A host-side op is left to
-  // handle, which asks about it first as here (it runs eagerly, outside the walk).
+  // non-symbolic path (a symbolic one's nodes hold another size's), not a copy across
+  // devices (on_call handles copies to the host). Every input defined: validation would
+  // pass, as it did when the op was recorded on inputs like these. A view's offset
+  // follows its input's, which guards leave open: a view only of a walk value with its
+  // node's metadata, matching a node recorded on such a value (the same input metadata
+  // then and now, so the same inferred view). A host-side op is left to handle, which
+  // asks about it first as here (it runs eagerly, outside the walk).
   if (walk_.mode != WalkMode::Replay || walk_.in_boundary || walk_.anchor->symbolic || !active())
     return false;
   const OpFamily family = call.info().family;
-  if (family == OpFamily::View || family == OpFamily::ToDevice) return false;
+  if (family == OpFamily::ToDevice) return false;
+  const bool view = family == OpFamily::View;
+  if (view && !walk_.single_exact_input(call)) return false;
   for (const Tensor& in : call.inputs)
     if (!in.defined()) return false;
   if (!host_sites_.empty() && runs_on_host_side(call)) return false;
   std::vector<Tensor> new_externals;
   for (const auto& c : walk_.node->children) {
     if (c->compiled_below > 0 && walk_.match(c->op, call, nullptr, &new_externals)) {
+      if (view && !c->view_of_exact) return false;  // handle infers it
       *meta = &c->op.meta;
       *result = replay_op(call, c->op.meta, nullptr, c.get(), new_externals);
       return true;
@@ -263,7 +272,8 @@ Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tenso
   if (target) lazy::tls_pending = true;
   Tensor value = target ? *target : walk_.make_lazy(meta);
   if (walk_.anchor->symbolic) walk_.metas.push_back(meta);
-  walk_.commit(child, call, new_externals, value);
+  walk_.commit(child, call, new_externals, value,
+               !target && (&meta == &child->op.meta || same_meta(meta, child->op.meta)));
   ++statistics_.ops_replayed;
   if (walk_.partial || walk_.partial_probe > 0) {
     try {
@@ -291,7 +301,10 @@ Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tenso
   walk_.eager_ns += trace_clock_ns() - start;
   TraceNode* child = walk_.node->find_child(op);
   if (!child) {
+    const bool view_of_exact =
+        !target && call.info().family == OpFamily::View && walk_.single_exact_input(call);
     child = walk_.node->add_child(op);
+    child->view_of_exact = view_of_exact;
     ++tree_.nodes;
   } else if (child->site_unknown) {  // put back from the warm-start store
     child->op.site = op.site;
@@ -301,7 +314,7 @@ Tensor Tracer::record_op(const OpCall& call, const OutputMeta& meta, const Tenso
   // passes (find_child ignores metadata): its meta is the first recording's, so the walk
   // keeps this op's own, as for a replayed op (Walk::metas).
   if (walk_.anchor->symbolic) walk_.metas.push_back(meta);
-  walk_.commit(child, call, new_externals, value);
+  walk_.commit(child, call, new_externals, value, !target && same_meta(meta, child->op.meta));
   ++statistics_.ops_recorded;
   return value;
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "runtime/block_cache.h"
 #include "runtime/error.h"
 #include "tracer/symbolic_shapes.h"
 
@@ -13,88 +14,6 @@ struct LazyToken final : PendingValue {};
 // Walk::seen_held's period and distance: every this many ops, the values made at least
 // this many ops ago that are still held.
 constexpr size_t kHeldLongOps = 64;
-
-// Lazy tensors' impls: one per replayed op, made and dropped at the op rate, so their
-// blocks (impl and shared_ptr control block in one) come from a small per-thread cache
-// instead of malloc/free. A block freed on another thread joins that thread's cache.
-// The cache is drained when its thread ends (BlockCacheCloser); blocks freed after that,
-// by thread-local destructors that run later, go back to the heap. Sanitizer builds
-// take the heap always (use-after-free stays visible).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kCacheBlocks = false;
-#else
-constexpr bool kCacheBlocks = true;
-#endif
-
-struct BlockCache {  // trivially destructible: still usable while the thread ends
-  void* head = nullptr;
-  uint32_t count = 0;
-  bool closed = false;
-};
-
-template <class T>
-struct BlockCacheOf {
-  static constinit thread_local BlockCache cache;
-  // A training step's walk holds a few thousand lazy values at once (the forward's,
-  // kept for the backward): the blocks of a whole step come back to the cache.
-  static constexpr uint32_t kKept = 4096;
-  static void drain() {
-    BlockCache& c = cache;
-    while (c.head) {
-      void* next = *static_cast<void**>(c.head);
-      ::operator delete(c.head, sizeof(T));
-      c.head = next;
-    }
-    c.count = 0;
-    c.closed = true;
-  }
-  struct Closer {
-    ~Closer() { drain(); }
-  };
-  static thread_local Closer closer;  // constructed when the cache first makes a block
-};
-template <class T>
-constinit thread_local BlockCache BlockCacheOf<T>::cache;
-template <class T>
-thread_local typename BlockCacheOf<T>::Closer BlockCacheOf<T>::closer;
-
-template <class T>
-struct CachedBlockAllocator {
-  using value_type = T;
-  CachedBlockAllocator() = default;
-  template <class U>
-  explicit CachedBlockAllocator(const CachedBlockAllocator<U>&) {}
-
-  T* allocate(size_t n) {
-    static_assert(sizeof(T) >= sizeof(void*));
-    if (kCacheBlocks && n == 1) {
-      BlockCache& c = BlockCacheOf<T>::cache;
-      if (void* block = c.head) {
-        c.head = *static_cast<void**>(block);
-        --c.count;
-        return static_cast<T*>(block);
-      }
-      if (!c.closed) (void)&BlockCacheOf<T>::closer;  // its destructor drains the cache
-    }
-    return static_cast<T*>(::operator new(n * sizeof(T)));
-  }
-  void deallocate(T* p, size_t n) {
-    if (kCacheBlocks && n == 1) {
-      BlockCache& c = BlockCacheOf<T>::cache;
-      if (!c.closed && c.count < BlockCacheOf<T>::kKept) {
-        *reinterpret_cast<void**>(p) = c.head;
-        c.head = p;
-        ++c.count;
-        return;
-      }
-    }
-    ::operator delete(p, n * sizeof(T));
-  }
-  template <class U>
-  bool operator==(const CachedBlockAllocator<U>&) const {
-    return true;
-  }
-};
 
 bool same_scalar(const Scalar& a, const Scalar& b) {
   return a.kind() == b.kind() && a.to_double() == b.to_double() && a.to_int() == b.to_int();
@@ -142,9 +61,11 @@ void Walk::clear() {
   externals.clear();
   scalars.clear();
   outputs.clear();
+  exact.clear();
   seen_held.clear();
   values.clear();
   external_of.clear();
+  external_on.clear();
   written.clear();
   pending_token.reset();
   eager_ns = 0;
@@ -189,10 +110,8 @@ bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
     if (g.symbolic() ? !match_symbolic_sizes(g, t, symbol_values, bound)
                      : g.sizes != t.sizes() || g.strides != t.strides())
       return false;
-    int32_t alias = -1;
     const Storage* storage = key->storage.get();
-    for (size_t j = 0; j < externals.size() && alias < 0; ++j)
-      if (externals[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
+    int32_t alias = external_on.find(storage);
     for (size_t j = 0; j < new_externals->size() && alias < 0; ++j)
       if ((*new_externals)[j].impl()->storage.get() == storage)
         alias = base + static_cast<int32_t>(j);
@@ -229,11 +148,7 @@ InputRef Walk::ref_for(const Tensor& t, bool fresh, TraceOp* op,
   KILN_CHECK(storage != nullptr, Error,
              "[trace] a tensor's value is unavailable: the traced computation that produces it "
              "failed earlier");
-  int32_t alias = -1;
-  if (!fresh) {
-    for (size_t j = 0; j < externals.size() && alias < 0; ++j)
-      if (externals[j].impl()->storage.get() == storage) alias = static_cast<int32_t>(j);
-  }
+  int32_t alias = fresh ? -1 : external_on.find(storage);
   for (size_t i = 0; i < new_externals->size() && alias < 0; ++i)
     if ((*new_externals)[i].impl()->storage.get() == storage)
       alias = base + static_cast<int32_t>(i);
@@ -258,11 +173,12 @@ TraceOp Walk::describe(const OpCall& call, const OutputMeta& meta, const Tensor*
 }
 
 void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
-                  const Tensor& value) {
+                  const Tensor& value, bool exact_meta) {
   node = next;
   for (Tensor& t : new_externals) {
     const int index = static_cast<int>(externals.size());
     external_of.set(t.impl_ptr(), index);
+    if (const Storage* storage = t.impl()->storage.get()) external_on.insert_first(storage, index);
     externals.push_back(std::move(t));
   }
   new_externals.clear();
@@ -274,6 +190,7 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
     run_start = node->depth;
   }
   outputs.push_back(value.impl_ptr());
+  exact.push_back(exact_meta);
   // Eager walks only (recording, warming up; a compiled path's lazy walk already has its
   // plan): every 64 ops, the values made 64 or more ops ago that are still held.
   if (!pending_token && outputs.size() % kHeldLongOps == 0 && outputs.size() >= 2 * kHeldLongOps) {
@@ -283,6 +200,12 @@ void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_
   }
   values.set(value.impl_ptr(), node->depth - 1);
   if (node->op.in_place && value.impl()->storage) written.push_back(value.impl()->storage.get());
+}
+
+bool Walk::single_exact_input(const OpCall& call) const {
+  if (call.inputs.size() != 1 || !call.inputs[0].defined()) return false;
+  const int value = values.find(call.inputs[0].impl());
+  return value >= 0 && static_cast<size_t>(value) < exact.size() && exact[value] != 0;
 }
 
 bool Walk::depends_on(const TensorImpl* t) const {

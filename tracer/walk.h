@@ -59,6 +59,10 @@ struct Walk {
   std::vector<Tensor> externals;
   std::vector<Scalar> scalars;
   std::vector<std::weak_ptr<TensorImpl>> outputs;  // per op: the tensor the user got
+  // Per op: whether its value has the metadata its node recorded (not an in-place op's
+  // target, nor a value whose offset followed an external input's other than the
+  // recorded one): a view of it infers the metadata the view's node recorded.
+  std::vector<uint8_t> exact;
   // Per op, on eager walks: the last op count (a multiple of 64) at which its value was
   // seen still held, at least 64 ops after it was made (0: never). program() marks held
   // the values seen held 64+ ops after their last reader in the walk: kept by the user
@@ -67,6 +71,7 @@ struct Walk {
   std::vector<int32_t> seen_held;
   ImplMap values;                       // tensor -> op producing its current value
   ImplMap external_of;                  // tensor -> external input slot
+  FirstSlots external_on;               // storage -> the first external input slot on it
   std::vector<const Storage*> written;  // storages this walk writes in place
   std::shared_ptr<PendingValue> pending_token;
   int64_t eager_ns = 0;                  // time this walk ran ops eagerly
@@ -117,9 +122,13 @@ struct Walk {
   // The call as a TraceOp of this walk; fresh: as the first op of a new walk.
   TraceOp describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                    std::vector<Tensor>* new_externals, bool fresh) const;
-  // Moves to `next` and appends a matched or recorded op's inputs, scalars and result.
+  // Moves to `next` and appends a matched or recorded op's inputs, scalars and result;
+  // exact_meta: the result has next's recorded metadata (Walk::exact).
   void commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
-              const Tensor& value);
+              const Tensor& value, bool exact_meta);
+  // Whether the call has one input and it is a value of this walk with its node's
+  // recorded metadata (Walk::exact).
+  bool single_exact_input(const OpCall& call) const;
   // Whether t's value now depends on this walk: it is one of the walk's values (lazy
   // while replaying), has no memory yet, or shares memory the walk writes in place. The
   // same answer when recording and replaying the same path (structure, not timing).

@@ -1,6 +1,7 @@
 #include "ops/autograd/engine.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -22,6 +23,49 @@ struct Later {
 
 // Where grad() captures a gradient instead of accumulating it: (node, slot) -> result.
 using Captures = std::map<std::pair<const Node*, int>, size_t>;
+
+// The nodes a backward pass reaches, each with its count of dependencies: open
+// addressing in one flat array (a node-based hash set and map cost a malloc and a free
+// per node and per pass; a training step's backward reaches hundreds).
+class DependencyCounts {
+ public:
+  // n's count, 0 if n was not seen yet; *fresh: whether it was not.
+  int& at(const Node* n, bool* fresh = nullptr) {
+    size_t i = slot(n);
+    const bool absent = slots_[i].key == nullptr;
+    if (fresh) *fresh = absent;
+    if (absent) {
+      if (2 * (size_ + 1) > slots_.size()) {
+        grow();
+        i = slot(n);
+      }
+      slots_[i].key = n;
+      ++size_;
+    }
+    return slots_[i].count;
+  }
+
+ private:
+  struct Slot {
+    const Node* key = nullptr;
+    int count = 0;
+  };
+  size_t slot(const Node* n) const {
+    const size_t mask = slots_.size() - 1;
+    const uint64_t h = (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull;
+    size_t i = static_cast<size_t>(h >> 29) & mask;  // the product's well mixed bits
+    while (slots_[i].key != nullptr && slots_[i].key != n) i = (i + 1) & mask;
+    return i;
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old)
+      if (s.key) slots_[slot(s.key)] = s;
+  }
+  std::vector<Slot> slots_ = std::vector<Slot>(256);  // a power of two, at most half full
+  size_t size_ = 0;
+};
 
 void check_root(const Tensor& root, size_t i) {
   KILN_CHECK(root.defined(), ValueError, "[backward] root ", i, " is undefined");
@@ -143,12 +187,13 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
     buf[e.slot] = buf[e.slot].defined() ? add(buf[e.slot], g) : g;
     root_edges.push_back(std::move(e));
   }
-  // Count the dependencies of every reachable node.
-  std::unordered_map<Node*, int> deps;
+  // Count the dependencies of every reachable node (deps holds exactly the reachable).
+  DependencyCounts deps;
   std::vector<Node*> stack;
-  std::unordered_set<Node*> seen;  // reachable nodes
   for (const Edge& e : root_edges) {
-    if (seen.insert(e.fn.get()).second) {
+    bool fresh = false;
+    deps.at(e.fn.get(), &fresh);
+    if (fresh) {
       stack.push_back(e.fn.get());
       keep.push_back(e.fn);
     }
@@ -158,8 +203,9 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
     stack.pop_back();
     for (const Edge& e : n->next) {
       if (!e.fn) continue;
-      ++deps[e.fn.get()];
-      if (seen.insert(e.fn.get()).second) {
+      bool fresh = false;
+      ++deps.at(e.fn.get(), &fresh);
+      if (fresh) {
         stack.push_back(e.fn.get());
         keep.push_back(e.fn);
       }
@@ -168,7 +214,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
   std::priority_queue<Node*, std::vector<Node*>, Later> ready;
   std::unordered_set<Node*> queued;
   for (const Edge& e : root_edges)
-    if (deps[e.fn.get()] == 0 && queued.insert(e.fn.get()).second) ready.push(e.fn.get());
+    if (deps.at(e.fn.get()) == 0 && queued.insert(e.fn.get()).second) ready.push(e.fn.get());
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
@@ -210,7 +256,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
       if (slice && (!dst.defined() || owned.count(key))) {
         slice_into_buffer(n->inputs[0], *slice, in[0], dst, owned[key]);
         if (!retain_graph) n->release();
-        if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
+        if (--deps.at(e.fn.get()) == 0) ready.push(e.fn.get());
         continue;
       }
     }
@@ -235,7 +281,7 @@ void run(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, boo
           owned.erase({e.fn.get(), e.slot});
         }
       }
-      if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
+      if (--deps.at(e.fn.get()) == 0) ready.push(e.fn.get());
     }
   }
 }

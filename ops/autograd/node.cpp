@@ -5,6 +5,7 @@
 #include "ops/api.h"
 #include "ops/autograd/grad_mode.h"
 #include "ops/autograd/rules.h"
+#include "runtime/block_cache.h"
 #include "runtime/error.h"
 
 namespace kiln::autograd {
@@ -16,7 +17,8 @@ uint64_t next_sequence() {
 
 AutogradMeta& meta_of(const Tensor& t) {
   TensorImpl* impl = t.impl();
-  if (!impl->autograd) impl->autograd = std::make_shared<AutogradMeta>();
+  if (!impl->autograd)  // one per recorded op's output: from the per-thread block cache
+    impl->autograd = std::allocate_shared<AutogradMeta>(CachedBlockAllocator<AutogradMeta>());
   return *impl->autograd;
 }
 

@@ -15,6 +15,7 @@
 // reading it there would be an error anyway; the error stays the same).
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -60,11 +61,12 @@ class Node {
   // Drops saved values once a backward pass without retain_graph is done with them.
   virtual void release() {}
 
-  std::vector<Edge> next;         // one per input
-  std::vector<ValueInfo> inputs;  // what each input's gradient must look like
-  uint64_t sequence = 0;          // creation order: later nodes run first
+  // (Inline for up to three inputs: a node is made per op recorded, at the op rate.)
+  boost::container::small_vector<Edge, 3> next;         // one per input
+  boost::container::small_vector<ValueInfo, 3> inputs;  // what each input's gradient must look like
+  uint64_t sequence = 0;                                // creation order: later nodes run first
   // Non-leaf tensors that asked for retain_grad(), per output slot.
-  std::vector<std::weak_ptr<TensorImpl>> retained;
+  boost::container::small_vector<std::weak_ptr<TensorImpl>, 1> retained;
   // Hooks on the gradients of this node's outputs (a non-leaf's register_hook), run in
   // order when the node's incoming gradients are complete (ops/autograd/hooks.h).
   std::vector<SlotHook> pre_hooks;
@@ -103,7 +105,7 @@ class OpNode final : public Node {
  private:
   OpCall call_;
   OutputMeta out_;
-  std::vector<uint32_t> versions_;
+  boost::container::small_vector<uint32_t, 3> versions_;
   uint32_t saved_mask_;
   uint32_t forgotten_mask_ = 0;
   bool released_ = false;
@@ -119,8 +121,9 @@ struct AutogradMeta {
   int output_slot = 0;
   bool is_view = false;  // made by a view op from a tensor with history
   Tensor grad;
-  std::weak_ptr<autograd::AccumulateGrad> accumulator;    // leaves: the sink edges point to
-  std::vector<std::weak_ptr<autograd::OpNode>> saved_by;  // nodes that saved this tensor
+  std::weak_ptr<autograd::AccumulateGrad> accumulator;  // leaves: the sink edges point to
+  // nodes that saved this tensor (inline for two: most values are read by one or two ops)
+  boost::container::small_vector<std::weak_ptr<autograd::OpNode>, 2> saved_by;
   std::vector<autograd::SlotHook> hooks;  // leaves: register_hook, run before accumulating
 };
 

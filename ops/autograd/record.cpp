@@ -1,7 +1,10 @@
 #include "ops/autograd/record.h"
 
+#include <algorithm>
+
 #include "ops/autograd/grad_mode.h"
 #include "ops/autograd/rules.h"
+#include "runtime/block_cache.h"
 #include "runtime/error.h"
 
 namespace kiln::autograd {
@@ -25,16 +28,19 @@ uint32_t needs_grad_mask(const OpCall& call) {
 // expired entries go when the list doubles, so a parameter saved by every step's node
 // keeps a short list.
 void note_saved_by(const Tensor& t, const std::shared_ptr<OpNode>& node) {
-  std::vector<std::weak_ptr<OpNode>>& savers = meta_of(t).saved_by;
+  auto& savers = meta_of(t).saved_by;
   if (savers.size() >= 8 && (savers.size() & (savers.size() - 1)) == 0)
-    std::erase_if(savers, [](const std::weak_ptr<OpNode>& w) { return w.expired(); });
+    savers.erase(std::remove_if(savers.begin(), savers.end(),
+                                [](const std::weak_ptr<OpNode>& w) { return w.expired(); }),
+                 savers.end());
   savers.push_back(node);
 }
 
 std::shared_ptr<OpNode> make_node(const OpCall& call, const OutputMeta& meta,
                                   const BackwardRule& rule, uint32_t needs) {
   const uint32_t saved = rule.saved(call, needs);
-  auto node = std::make_shared<OpNode>(call, meta, saved);
+  // One per recorded op: its block from the per-thread cache (runtime/block_cache.h).
+  auto node = std::allocate_shared<OpNode>(CachedBlockAllocator<OpNode>(), call, meta, saved);
   node->next.resize(call.inputs.size());
   node->inputs.resize(call.inputs.size());
   for (size_t i = 0; i < call.inputs.size(); ++i) {

@@ -52,8 +52,8 @@ void register_site();
 void register_tracer();
 void register_profiler();
 void register_autograd();
-void register_hooks();        // hooks_api.cpp, called by register_autograd
-void register_distributed();  // distributed_api.cpp
+void register_hooks();           // hooks_api.cpp, called by register_autograd
+void register_distributed();     // distributed_api.cpp
 void register_module_getattr();  // module_getattr.cpp
 
 // Drops a reference kiln holds to a Python object (a numpy array behind from_numpy, a

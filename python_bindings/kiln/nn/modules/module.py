@@ -259,8 +259,40 @@ class Module:
         yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse)
 
     def parameters(self, recurse=True):
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        if type(self).named_parameters is not Module.named_parameters:
+            for _, p in self.named_parameters(recurse=recurse):
+                yield p
+            return
+        # named_parameters' values in its order, without its names and nested generators
+        # (clip_grad_norm_(model.parameters()) runs every training step).
+        seen = set()
+        for module in self._preorder() if recurse else (self,):
+            for value in module._parameters.values():
+                if value is None or id(value) in seen:
+                    continue
+                seen.add(id(value))
+                yield value
+
+    def _preorder(self):
+        """named_modules()' modules in its order (depth first, each once), without building
+        their names but for a module whose class defines its own named_modules: that one
+        is asked for its subtree, as named_modules would."""
+        memo = set()
+        stack = [("", self)]
+        while stack:
+            prefix, m = stack.pop()
+            if type(m).named_modules is not Module.named_modules:
+                for _, sub in m.named_modules(memo, prefix, True):
+                    yield sub
+                continue
+            if m in memo:
+                continue
+            memo.add(m)
+            yield m
+            children = [(prefix + "." + name if prefix else name, c)
+                        for name, c in m._modules.items() if c is not None]
+            children.reverse()
+            stack.extend(children)
 
     def named_buffers(self, prefix="", recurse=True):
         yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse)
