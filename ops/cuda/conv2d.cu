@@ -5,11 +5,11 @@
 // ow*sW - pW + j] (0 in the padding); then out[b] [O, L] = weight [O, K] @ col[b] [K, L]
 // as one strided-batched gemm (weight broadcast with batch stride 0). Chunks bound the
 // col buffer to ~4M elements (16 MiB in float32): a compiled trace's CUDA graph keeps the
-// temporaries of its library calls in its capture pool for as long as it lives, beside
-// the trace's arena (bench/models/cnn.py at batch 128: conv2's buffer of all 128 images
-// was 81 MiB there, a third of the step's peak). A 1x1 kernel with stride 1 and no padding skips im2col
-// (x itself is the [C, H*W] matrix). The bias is broadcast into out first and the gemm
-// accumulates onto it.
+// temporaries of its library calls in its capture pool for as long as it lives, beside the
+// trace's arena (bench/models/cnn.py at batch 128: conv2's buffer of all 128 images was 81
+// MiB there, a third of the step's peak). A 1x1 kernel with stride 1 and no padding skips
+// im2col (x itself is the [C, H*W] matrix). The bias is broadcast into out first and the
+// gemm accumulates onto it.
 #include "ops/cuda/common.cuh"
 #include "ops/cuda/gemm.cuh"
 #include "ops/cuda/im2col.cuh"
