@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "runtime/pointer_hash.h"
 #include "runtime/tensor.h"
 
 namespace kiln::tracer {
@@ -163,8 +164,7 @@ class FirstSlots {
 
   size_t probe(const void* key) const {
     const size_t mask = slots_.size() - 1;
-    const uint64_t h = (reinterpret_cast<uintptr_t>(key) >> 4) * 0x9E3779B97F4A7C15ull;
-    size_t i = static_cast<size_t>(h >> 29) & mask;
+    size_t i = pointer_hash_slot(key, mask);
     while (slots_[i].key != nullptr && slots_[i].key != key) i = (i + 1) & mask;
     return i;
   }

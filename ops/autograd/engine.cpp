@@ -10,6 +10,7 @@
 #include "ops/api.h"
 #include "ops/autograd/grad_mode.h"
 #include "ops/autograd/hooks.h"
+#include "runtime/pointer_hash.h"
 #include "ops/autograd/node.h"
 #include "ops/autograd/record.h"
 #include "runtime/error.h"
@@ -52,8 +53,7 @@ class DependencyCounts {
   };
   size_t slot(const Node* n) const {
     const size_t mask = slots_.size() - 1;
-    const uint64_t h = (reinterpret_cast<uintptr_t>(n) >> 4) * 0x9E3779B97F4A7C15ull;
-    size_t i = static_cast<size_t>(h >> 29) & mask;  // the product's well mixed bits
+    size_t i = pointer_hash_slot(n, mask);
     while (slots_[i].key != nullptr && slots_[i].key != n) i = (i + 1) & mask;
     return i;
   }

@@ -78,6 +78,12 @@ class SegmentsTest : public CapturingTest {
   FusionPlan plan_;
 };
 
+std::vector<Tensor> weights(int layers) {
+  std::vector<Tensor> w;
+  for (int i = 0; i < layers; ++i) w.push_back(random_tensor({16, 16}));
+  return w;
+}
+
 // A chain of small linear layers with tanh: a legal cut after every matmul.
 std::function<void()> chain(const std::vector<Tensor>& w, const Tensor& x, Tensor& out) {
   return [&w, &x, &out] {
@@ -88,8 +94,7 @@ std::function<void()> chain(const std::vector<Tensor>& w, const Tensor& x, Tenso
 }
 
 TEST_F(SegmentsTest, FirstSegmentsAreShortThenGrowToTheFullSize) {
-  std::vector<Tensor> w;
-  for (int i = 0; i < 160; ++i) w.push_back(random_tensor({16, 16}));
+  const std::vector<Tensor> w = weights(160);
   const Tensor x = random_tensor({8, 16});
   Tensor out;
   const SegmentPlan out_cuts = cuts(chain(w, x, out));
@@ -113,8 +118,7 @@ TEST_F(SegmentsTest, FirstSegmentsAreShortThenGrowToTheFullSize) {
 }
 
 TEST_F(SegmentsTest, AShortTraceIsOneSegment) {
-  std::vector<Tensor> w;
-  for (int i = 0; i < 40; ++i) w.push_back(random_tensor({16, 16}));
+  const std::vector<Tensor> w = weights(40);
   const Tensor x = random_tensor({8, 16});
   Tensor out;
   const SegmentPlan out_cuts = cuts(chain(w, x, out));
@@ -123,11 +127,8 @@ TEST_F(SegmentsTest, AShortTraceIsOneSegment) {
 }
 
 TEST_F(SegmentsTest, ATrainingStepsCutsAreLegal) {
-  std::vector<Tensor> w;
-  for (int i = 0; i < 48; ++i) {
-    w.push_back(random_tensor({16, 16}));
-    w.back().set_requires_grad(true);
-  }
+  std::vector<Tensor> w = weights(48);
+  for (Tensor& t : w) t.set_requires_grad(true);
   const Tensor x = random_tensor({8, 16});
   Tensor out;
   const SegmentPlan out_cuts = cuts([&] {
