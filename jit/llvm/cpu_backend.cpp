@@ -8,6 +8,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "jit/compile_driver.h"
 #include "jit/fused_trace.h"
@@ -116,9 +117,19 @@ class LlvmKernelBuild final : public KernelBuild {
   }
 
   void finish() override {
+    // Each different kernel compiles once: steps whose kernels have the same text (a
+    // layer's kernels in every layer) wait for it rather than compile it beside it.
     std::vector<size_t> todo;
-    for (size_t s = 0; s < kernels_.size(); ++s)
-      if (kernels_[s] && !kernels_[s]->fn) todo.push_back(s);
+    std::vector<std::pair<size_t, size_t>> copies;  // (step, index in todo it takes)
+    std::unordered_map<std::string, size_t> first;
+    for (size_t s = 0; s < kernels_.size(); ++s) {
+      if (!kernels_[s] || kernels_[s]->fn) continue;
+      auto [it, added] = first.emplace(kernels_[s]->lowered.kernel.text(), todo.size());
+      if (added)
+        todo.push_back(s);
+      else
+        copies.emplace_back(s, it->second);
+    }
     std::vector<KernelBinary> bins(todo.size());
     std::atomic<size_t> next{0};
     std::exception_ptr error;
@@ -142,6 +153,12 @@ class LlvmKernelBuild final : public KernelBuild {
     for (std::thread& t : threads) t.join();
     if (error) std::rethrow_exception(error);
     for (size_t i = 0; i < todo.size(); ++i) take(todo[i], *kernels_[todo[i]], bins[i]);
+    for (const auto& [s, i] : copies) {
+      KernelBinary same = bins[i];
+      same.source = KernelBinary::Source::Memory;
+      same.ms = 0;
+      take(s, *kernels_[s], same);
+    }
   }
 
   std::string compile_report() const override {
