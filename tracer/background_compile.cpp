@@ -16,6 +16,10 @@
 #include "tracer/tracer.h"
 
 namespace kiln::tracer {
+namespace {
+thread_local bool tls_submitted = false;
+thread_local bool tls_compile_thread = false;
+}  // namespace
 
 CompileResult compile_program(const TraceProgram& program) {
   CompileResult r;
@@ -131,6 +135,7 @@ class CompileQueue {
   CompileQueue() = default;
 
   void loop() {
+    tls_compile_thread = true;
     Tracer::current().set_enabled(false);  // an op run here is never traced
     // At the user's threads' priority. Until session 35 it ran at nice 5 (a quarter of a
     // core it shared with the eager loop): on this project's 2-core VMs the GPT step's
@@ -193,9 +198,7 @@ void CompileJob::wait() const { CompileQueue::instance().wait(*this); }
 CompileResult CompileJob::take() { return CompileQueue::instance().take(*this); }
 void CompileJob::abandon() { CompileQueue::instance().abandon(*this); }
 
-namespace {
-thread_local bool tls_submitted = false;
-}  // namespace
+bool on_compile_thread() { return tls_compile_thread; }
 
 void submit_compile(const std::shared_ptr<CompileJob>& job) {
   tls_submitted = true;

@@ -24,8 +24,9 @@
 //                   stream (jit/cuda/cuda_graph_plan.h), as in synchronous mode. The
 //                   compile thread's own tracer is switched off (an op it ran would never
 //                   be traced).
-// One compile thread for the process, jobs in submission order: LLVM compiles are
-// serialized by LlvmJit anyway, and NVRTC spreads one trace over several threads itself.
+// One compile thread for the process, jobs in submission order: a trace's LLVM kernels
+// spread over half the cores from it (on_compile_thread(); the other half keeps the eager
+// loop going; jit/llvm/cpu_backend.cpp), and NVRTC spreads one trace over several threads.
 // It runs at the user's threads' priority: the compile is what makes the loop fast, and
 // giving it less of the cores (nice 5, until session 35) delayed it without making the
 // eager steps meanwhile any faster. The pool's idle workers do not spin while it runs
@@ -102,6 +103,8 @@ class CompileJob {
 void submit_compile(const std::shared_ptr<CompileJob>& job);
 // Whether this thread ever submitted a compile.
 bool submitted_compiles_on_this_thread();
+// Whether this is the compile thread (a compile here runs beside the user's loop).
+bool on_compile_thread();
 // Waits until the compile running now (if any, whoever submitted it) has finished.
 void wait_for_running_compile();
 

@@ -15,6 +15,7 @@
 #include "jit/llvm/llvm_jit.h"
 #include "ops/dispatch.h"
 #include "runtime/parallel.h"
+#include "tracer/background_compile.h"
 #include "tracer/config.h"
 #include "tracer/profiler.h"
 
@@ -145,8 +146,13 @@ class LlvmKernelBuild final : public KernelBuild {
       }
     };
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    // Beside the user's loop (the background compile thread) half the cores, so that the
+    // eager steps meanwhile keep the other half: on this project's 2-core VMs, the GPT
+    // step's compile on both cores made those steps 3.6x slower (it landed 6 steps
+    // sooner); on one, 1.3-1.9x (docs/results/llvm_compile_time_cpu.txt).
+    const unsigned width = tracer::on_compile_thread() ? std::max(1u, cores / 2) : cores;
     const size_t helpers =
-        std::min<size_t>({todo.size() ? todo.size() - 1 : 0, kCompileThreads - 1, cores - 1});
+        std::min<size_t>({todo.size() ? todo.size() - 1 : 0, kCompileThreads - 1, width - 1});
     std::vector<std::thread> threads;
     for (size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
     work();
