@@ -28,6 +28,8 @@
 # KILN_GPU_STEPS=models runs only the real-models table (bench/models/run.py: GPT, CNN,
 # transformer-block inference, LSTM LM; kiln traced/eager vs PyTorch eager/torch.compile,
 # KILN_VERIFY=1 runs; extra arguments in KILN_MODELS_ARGS, e.g. "--only gpt");
+# KILN_GPU_STEPS=bench runs the real-models table (KILN_GPU_MODELS_S seconds, default 400)
+# and then the GPU workloads (extra arguments in KILN_WORKLOADS_ARGS, e.g. "--only attention");
 # KILN_GPU_STEPS=gtest runs only the gtests matching KILN_GPU_GTEST_FILTER;
 # KILN_GPU_STEPS=probe runs the gtests matching KILN_GPU_GTEST_FILTER (also honoured by the
 # full run), then the real-models table (KILN_MODELS_ARGS): a quick check of one change;
@@ -198,8 +200,10 @@ make_kiln_python() {
   echo "$kiln_python"
 }
 gpu_workloads_step() {
+  # shellcheck disable=SC2086  # KILN_WORKLOADS_ARGS: extra arguments (--only attention ...)
   PYTHONUNBUFFERED=1 python3 bench/gpu_workloads.py --kiln-python "$(make_kiln_python)" \
-    --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/gpu_workloads.json"
+    --budget $((${STEP_LIMIT_S:-300} - 15)) --json "$OUT/gpu_workloads.json" \
+    ${KILN_WORKLOADS_ARGS:-}
 }
 # A/B against the build before a change: .gpu-base/ unpacked under /tmp/kiln-base, a
 # second kiln interpreter pointing at it, bench/ab_builds.py alternating the two.
@@ -355,6 +359,13 @@ main() {
   if [[ "${KILN_GPU_STEPS:-all}" == probe ]]; then  # filtered gtests, then the models table
     step "kiln_tests (gtest, ${KILN_GPU_GTEST_FILTER:-*})" 240 tests_step
     step "real models bench" 540 models_step
+    summary | tee "$SUMMARY"
+    ((FAILED == 0))
+    return
+  fi
+  if [[ "${KILN_GPU_STEPS:-all}" == bench ]]; then  # the models table, then GPU workloads
+    step "real models bench" "${KILN_GPU_MODELS_S:-400}" models_step
+    step "GPU workloads" 300 gpu_workloads_step
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return
