@@ -40,7 +40,7 @@ struct AttentionKernels {
 };
 
 // The kernels of a target: the CPU's (off unless tracer::config().cpu_attention: the CPU
-// forward is not faster than the composite, docs/results/attention_cpu.txt) or CUDA's
+// forward is not faster than the composite, docs/results/attention_pass_cpu.txt) or CUDA's
 // (ops/cuda/attention.cu's attention_cuda_supports).
 AttentionKernels attention_kernels(DeviceType target);
 
