@@ -3,7 +3,8 @@ hand, as bench/cpu_workloads.py's workload and GPT code write it, compiled by ki
 is one fused attention step (explain() notes it) whose results equal eager kiln and
 PyTorch CPU in float64 on fresh random inputs: no mask, an additive mask, the causal mask
 by masked_fill of aranges, a tril buffer's mask (a bool mask, not provably causal); the
-cases it leaves alone (the weights returned too, softmax over dim -2) still equal both;
+cases it leaves alone (the weights returned too, softmax over dim -2, a training step
+whose backward reads the softmax) still equal both;
 set_config(jit_disable="attention") switches it off. On the CPU the pass runs only with
 set_config(cpu_attention=True) (KILN_JIT_CPU_ATTENTION=1); the CUDA test (skipped
 without a GPU) runs it where it is on by default."""
@@ -145,6 +146,35 @@ def test_causal_buffer_is_a_bool_mask(rng, cpu_attention):
 @pytest.mark.parametrize("case", [weights_too, wrong_dim], ids=["weights_too", "wrong_dim"])
 def test_left_alone(rng, cpu_attention, case):
     run(case(KF), case(torch.nn.functional), qkv(rng), False)
+
+
+@requires_torch
+def test_training_step_with_its_backward_is_left_alone(rng, cpu_attention):
+    """The backward reads the softmax output: the forward stays as written, and the
+    traced step's output and gradients equal torch's."""
+    arrays = qkv(rng, 2, 2, 32, 16)
+    g = rng.standard_normal((2, 2, 32, 16))
+    leaves = [k(a.astype(np.float32), requires_grad=True) for a in arrays]
+    gk = k(g.astype(np.float32))
+
+    def step():
+        for x in leaves:
+            x.grad = None
+        y = workload(KF)(*leaves)
+        (y * gk).sum().backward()
+        return y
+
+    f = kiln.compile(step)
+    for _ in range(4):
+        y = f()
+    assert kiln.explain().traces, str(kiln.explain())
+    assert not [n for n in notes() if FUSED in n], notes()
+    tl = [t(a).requires_grad_(True) for a in arrays]
+    ty = workload(torch.nn.functional)(*tl)
+    (ty * t(g)).sum().backward()
+    np.testing.assert_allclose(to_np(y), ty.detach().numpy(), rtol=1e-4, atol=1e-5)
+    for a, b in zip(leaves, tl):
+        np.testing.assert_allclose(to_np(a.grad), b.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
 @requires_torch
