@@ -4,7 +4,8 @@
 // On the CPU (the pass switched on by tracer::config().cpu_attention): no mask, scale by
 // mul and by div, the scale on q, additive masks of [L, S] and [B, 1, L, S], bool masks,
 // the causal mask from aranges in both forms (where(le(cols, rows), s, -inf) and
-// masked_fill(gt(cols, rows), -inf)), float64 and bfloat16; the run-time checks (a fill
+// masked_fill(gt(cols, rows), -inf)), two layers in one trace, batch sizes the trace was
+// not compiled for, float64 and bfloat16; the run-time checks (a fill
 // that is not -inf, aranges that do not start at 0) falling back to the replaced ops; the
 // patterns it must leave alone (the softmax held by the user or read elsewhere, the
 // scores read elsewhere, softmax over another dim, a scale tensor); the pass switched
@@ -153,6 +154,40 @@ TEST_F(JitAttention, CausalMaskFromAranges) {
             v.reshape({8, 48, 16}).narrow(0, 0, 3));
       },
       true, "(causal)");
+}
+
+TEST_F(JitAttention, TwoLayersAndNewSizes) {
+  // Two attention layers in one trace, the second reading the first's output: two steps.
+  Tensor q = random_tensor({2, 4, 32, 16}), k = random_tensor({2, 4, 32, 16});
+  Tensor v = random_tensor({2, 4, 32, 16});
+  auto layer = [](const Tensor& x, const Tensor& kk, const Tensor& vv) {
+    return kiln::matmul(kiln::softmax(scores(x, kk) * 0.25, -1), vv);
+  };
+  expect([=] { return layer(layer(q, k, v) + q, k, v); }, true);
+  const tr::ExplainReport two = tr::explain();
+  int fused = 0;
+  for (const std::string& n : two.traces.at(0).notes) fused += n.find(kFused) != std::string::npos;
+  EXPECT_EQ(fused, 2) << two.table();
+  EXPECT_EQ(two.traces.at(0).kernels, 3) << two.table();  // 2 steps, the add
+  // A batch size the trace was not compiled for (a symbolic size): rewritten there too.
+  tr::reset();
+  auto f = [](const Tensor& qq, const Tensor& kk, const Tensor& vv) {
+    return kiln::matmul(kiln::softmax(scores(qq, kk) / 4.0, -1), vv);
+  };
+  for (int64_t batch : {2, 2, 2, 3, 5, 3}) {
+    SCOPED_TRACE(batch);
+    Tensor qb = random_tensor({batch, 4, 32, 16}), kb = random_tensor({batch, 4, 32, 16});
+    Tensor vb = random_tensor({batch, 4, 32, 16});
+    Tensor got;
+    {
+      tr::Region region;
+      got = f(qb, kb, vb);
+    }
+    EXPECT_TRUE(all_close(got, read(eager([&] { return f(qb, kb, vb); })), Tol{2e-5, 2e-6}));
+  }
+  const tr::ExplainReport r = tr::explain();
+  ASSERT_FALSE(r.traces.empty()) << r.table();
+  for (const tr::TraceReport& t : r.traces) EXPECT_TRUE(has_note(t, kFused)) << r.table();
 }
 
 TEST_F(JitAttention, RunTimeChecksFallBackToTheReplacedOps) {
