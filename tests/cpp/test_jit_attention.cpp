@@ -2,10 +2,10 @@
 // softmax(q @ k^T * scale [+ mask]) @ v, traced and compiled, becomes one fused attention
 // step where that is safe, and the results equal kiln's eager ones on fresh random inputs.
 // On the CPU (the pass switched on by tracer::config().cpu_attention): no mask, scale by
-// mul and by div, the scale on q, additive masks of [L, S] and [B, 1, L, S], bool masks,
-// the causal mask from aranges in both forms (where(le(cols, rows), s, -inf) and
-// masked_fill(gt(cols, rows), -inf)), two layers in one trace, batch sizes the trace was
-// not compiled for, float64 and bfloat16; the run-time checks (a fill
+// mul and by div, the scale on q, broadcast batch dims, additive masks of [L, S] and
+// [B, 1, L, S], bool masks, the causal mask from aranges in both forms (where(le(cols,
+// rows), s, -inf) and masked_fill(gt(cols, rows), -inf)), two layers in one trace, batch
+// sizes the trace was not compiled for, float64 and bfloat16; the run-time checks (a fill
 // that is not -inf, aranges that do not start at 0) falling back to the replaced ops; the
 // patterns it must leave alone (the softmax held by the user or read elsewhere, the
 // scores read elsewhere, softmax over another dim, a scale tensor); the pass switched
@@ -97,6 +97,9 @@ TEST_F(JitAttention, WithoutMaskIsOneStep) {
   // k given already transposed ([..., E, S]): the step reads its transpose back.
   Tensor kt = random_tensor({2, 4, 16, 40});
   expect([=] { return kiln::matmul(kiln::softmax(kiln::matmul(q, kt) * 0.25, -1), v); }, true);
+  // Broadcast batch dims: keys shared by every batch entry and head, values per head.
+  Tensor k2 = random_tensor({40, 16}), vh = random_tensor({4, 40, 12});
+  expect([=] { return kiln::matmul(kiln::softmax(scores(q, k2) * 0.25, -1), vh); }, true);
   // 3-D inputs, and the output used further in the trace.
   Tensor q3 = random_tensor({6, 20, 8}), k3 = random_tensor({6, 20, 8}),
          v3 = random_tensor({6, 20, 8});
