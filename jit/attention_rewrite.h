@@ -7,12 +7,14 @@
 // (ops/attention_layout.h) and writes y. Run after `store`, on the plan: the step of the
 // final matmul computes y; the first matmul's step goes and the scale, mask and softmax
 // leave their kernel groups (a group left empty goes). Only where it is safe:
-//   - the scores, scaled, masked and softmax values have one reader each (the next op of
-//     the pattern), are not held by the user (live, held, escaping) and not written in
-//     place, and no op between the two matmuls writes anything in place;
+//   - the scores, scaled, masked and softmax values and the where's fill (a one-element
+//     full(), replaced too) have one reader each (the next op of the pattern), are not
+//     held by the user (live, held, escaping) and not written in place, and no op
+//     between the two matmuls writes anything in place;
 //   - softmax over the last dim; every value, q, kt and v of one dtype the target's kernels
 //     take; a floating mask of that dtype or a bool cond, broadcastable to [..., L, S];
 //   - the target's kernels take the shapes, masks and layouts (AttentionKernels).
+// A scale applied to q before the matmul stays where it is (the pattern's scale is 1).
 // A cond built in the trace as le(cols, rows) / gt(cols, rows) of two aranges viewed as
 // [1, S] and [L, 1] is the causal mask: the fused op runs with attrs.causal (its ops
 // still run: the step keeps cond as an input for the fallback below).
