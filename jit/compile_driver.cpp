@@ -23,6 +23,7 @@ std::unique_ptr<tracer::Executable> JitBackend::compile(const TraceProgram& prog
     std::unique_ptr<KernelBuild> build = start(program, dump);
     FusionOptions options = fusable_except(target_, banned);
     options.disabled = disabled;
+    options.attention = attention_kernels(target_);
     options.fold_epilogues = [&build](const TraceProgram& p, FusionPlan& plan) {
       build->fold_epilogues(p, plan);
     };

@@ -89,6 +89,16 @@ OpCall FusedTrace::call_for(int i, const std::vector<Tensor>& externals,
                             const std::vector<Scalar>& scalars,
                             const std::vector<Tensor>& v) const {
   const TraceOp& op = program_.ops[i];
+  if (auto a = plan_.attention.find(i); a != plan_.attention.end()) {
+    // The op's id, not the attention family's: nothing takes the call for one with dropout.
+    OpCall call{op.op, {}, {}, {}};
+    const AttentionRewrite& r = a->second;
+    for (const InputRef& in : r.inputs) call.inputs.push_back(resolve(in, externals, v));
+    call.scalars.push_back(r.scaled >= 0 ? scalar_arg(scalars, r.scaled, 0) : Scalar(1.0));
+    for (const AttentionRewrite::ScalarCheck& c : r.checks)
+      call.scalars.push_back(scalar_arg(scalars, c.op, c.index));
+    return call;
+  }
   OpCall call{op.op, {}, {}, op.attrs};
   for (const InputRef& r : op.inputs) call.inputs.push_back(resolve(r, externals, v));
   for (size_t k = 0; k < op.scalar_kinds.size(); ++k)
@@ -106,7 +116,14 @@ void FusedTrace::run_eager_step(const Step& step, const std::vector<Tensor>& ext
     return;
   }
   v[i] = out;
-  execute_into(call, program_.ops[i].meta, v[i]);
+  run_library_call(i, call, v[i]);
+}
+
+void FusedTrace::run_library_call(int i, const OpCall& call, const Tensor& out) const {
+  if (auto a = plan_.attention.find(i); a != plan_.attention.end())
+    run_attention_step(a->second, call, out);
+  else
+    execute_into(call, program_.ops[i].meta, out);
 }
 
 void FusedTrace::hand_out(std::vector<Tensor>& values, const std::vector<Tensor>& v,

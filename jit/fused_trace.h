@@ -42,9 +42,12 @@ class FusedTrace : public tracer::Executable {
   // thread share) or a fresh tensor.
   Tensor output_for(int i, const std::vector<Tensor>& externals,
                     const std::vector<Tensor>& v) const;
-  // The eager call for op i with this run's inputs and scalars.
+  // The eager call for op i with this run's inputs and scalars; for the op of an attention
+  // step (plan.attention), the step's call (jit/attention_rewrite.h).
   OpCall call_for(int i, const std::vector<Tensor>& externals, const std::vector<Scalar>& scalars,
                   const std::vector<Tensor>& v) const;
+  // Runs library op i's call (call_for) into out: its eager kernel, or the attention step.
+  void run_library_call(int i, const OpCall& call, const Tensor& out) const;
   // Runs a View or Library step into v[step.op]; `out` is the tensor a library op writes.
   void run_eager_step(const Step& step, const std::vector<Tensor>& externals,
                       const std::vector<Scalar>& scalars, std::vector<Tensor>& v,

@@ -68,8 +68,10 @@ std::string FusionPlan::str(const TraceProgram& p) const {
         if (stored[op]) out += escapes[op] ? "[out]" : "[arena]";
       }
     } else {
-      out += std::string(s.kind == Step::Kind::View ? "view " : "library ") + "v" +
-             std::to_string(s.op) + "=" + p.ops[s.op].str();
+      out += std::string(s.kind == Step::Kind::View ? "view "
+                         : attention.count(s.op)    ? "attention "
+                                                    : "library ") +
+             "v" + std::to_string(s.op) + "=" + p.ops[s.op].str();
       if (s.kind == Step::Kind::Library && !p.ops[s.op].in_place)
         out += escapes[s.op] ? " [out]" : " [arena]";
     }

@@ -1,13 +1,15 @@
 // FusionPlan: what a compiled trace runs, in order: view steps, library steps (BLAS, the
 // eager kernels) and fused kernel groups, with what is stored and what escapes to the
 // user. The passes of jit/pipeline.h fill it in (CSE, DCE, grouping, storing,
-// the target's epilogue fold); jit/lower.h and the backends read it.
+// attention, the target's epilogue fold); jit/lower.h and the backends read it.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "jit/attention_rewrite.h"
 #include "jit/pass_set.h"
 #include "tracer/backend.h"
 
@@ -35,6 +37,8 @@ struct FusionOptions {
   // The target's epilogue pass (CUDA: act(a @ b + bias) into one GEMM step), run on the
   // plan once `store` has run; empty when the target has none.
   std::function<void(const tracer::TraceProgram& program, FusionPlan& plan)> fold_epilogues;
+  // The target's fused attention kernels, for the `attention` pass (off: not enabled).
+  AttentionKernels attention;
   PassSet disabled;  // passes switched off (KILN_JIT_DISABLE, or failed for this trace)
 };
 
@@ -48,6 +52,9 @@ struct FusionPlan {
   // target delays a small kernel to launch it with others as one: jit/cuda/horizontal.h);
   // empty: each at its own. plan_memory keeps what it reads and writes alive until then.
   std::vector<int> launch_at;
+  // Library steps the `attention` pass made, by their op (the final matmul): they run
+  // run_attention_step instead of that op.
+  std::map<int, AttentionRewrite> attention;
   std::vector<std::string> notes;  // what stayed unfused and why
   int dead = 0, merged = 0;
 

@@ -5,7 +5,8 @@
 namespace kiln::jit {
 namespace {
 
-constexpr const char* kNames[kPassCount] = {"cse", "dce", "fuse", "store", "epilogue", "simplify"};
+constexpr const char* kNames[kPassCount] = {"cse",       "dce",      "fuse",    "store",
+                                            "attention", "epilogue", "simplify"};
 
 }  // namespace
 
@@ -29,7 +30,7 @@ PassSet parse_pass_names(const std::vector<std::string>& names) {
                        std::string(name == pass_name(Pass::Store)
                                        ? "pass 'store' cannot be switched off"
                                        : "unknown pass '" + name + "'") +
-                       " (expected a comma list of cse, dce, fuse, epilogue, simplify)");
+                       " (expected a comma list of cse, dce, fuse, attention, epilogue, simplify)");
     set.add(static_cast<Pass>(found));
   }
   return set;

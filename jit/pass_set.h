@@ -10,10 +10,10 @@
 
 namespace kiln::jit {
 
-enum class Pass : uint8_t { Cse, Dce, Fuse, Store, Epilogue, Simplify };
-inline constexpr int kPassCount = 6;
+enum class Pass : uint8_t { Cse, Dce, Fuse, Store, Attention, Epilogue, Simplify };
+inline constexpr int kPassCount = 7;
 
-// "cse", "dce", "fuse", "store", "epilogue", "simplify".
+// "cse", "dce", "fuse", "store", "attention", "epilogue", "simplify".
 const char* pass_name(Pass pass);
 
 class PassSet {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "jit/attention_rewrite.h"
 #include "jit/plan_passes.h"
 #include "runtime/error.h"
 #include "tracer/config.h"
@@ -29,6 +30,7 @@ constexpr PlanPass kPlanPasses[] = {
     {Pass::Dce, eliminate_dead_code, nullptr},
     {Pass::Fuse, group_into_kernels, one_kernel_per_op},
     {Pass::Store, mark_stored, nullptr},
+    {Pass::Attention, rewrite_attention, nullptr},
     {Pass::Epilogue, fold_epilogues, nullptr},
 };
 

@@ -45,6 +45,7 @@ TracerConfig load() {
   c.warm_start = env_int("KILN_WARM_START", 1) != 0;
   // On by default; KILN_SYMBOLIC_SHAPES=0 makes every size its own variant.
   c.symbolic_shapes = env_int("KILN_SYMBOLIC_SHAPES", 1) != 0;
+  c.cpu_attention = env_int("KILN_JIT_CPU_ATTENTION", 0) != 0;
   if (const char* passes = std::getenv("KILN_JIT_DISABLE")) c.jit_disable = split_list(passes);
   if (const char* logs = std::getenv("KILN_LOGS")) {
     try {

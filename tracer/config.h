@@ -14,9 +14,12 @@
 //   KILN_COMPILE_SYNC=1     a hot trace compiles on the thread that ran it, stalling that
 //                           iteration (default: on the background compile thread while the
 //                           loop runs eagerly; tracer/background_compile.h)
-//   KILN_JIT_DISABLE=a,b    JIT passes switched off for bisecting: cse, dce, fuse, epilogue,
-//                           simplify; `store` cannot be (checked by jit/pipeline.h when a
-//                           trace compiles)
+//   KILN_JIT_DISABLE=a,b    JIT passes switched off for bisecting: cse, dce, fuse,
+//                           attention, epilogue, simplify; `store` cannot be (checked by
+//                           jit/pipeline.h when a trace compiles)
+//   KILN_JIT_CPU_ATTENTION=1  the `attention` pass (jit/attention_rewrite.h) runs on CPU
+//                           traces too (default: CUDA only; the CPU's fused forward is not
+//                           faster than the composite there)
 //   KILN_VERIFY=1           run each replay eagerly too and raise on a mismatch
 //   KILN_SPEED_CHECK=1      CPU traces are measured against eager (speed_check.h): one
 //                           that replays slower than eager stays eager. Off by default:
@@ -58,6 +61,7 @@ struct TracerConfig {
   bool warm_start = true;                // tracer/warm_start.h (KILN_WARM_START=0: off)
   bool symbolic_shapes = true;           // tracer/symbolic_shapes.h (KILN_SYMBOLIC_SHAPES=0: off)
   std::vector<std::string> jit_disable;  // pass names, KILN_JIT_DISABLE's comma list
+  bool cpu_attention = false;            // KILN_JIT_CPU_ATTENTION=1
   unsigned log_mask = 0;
   std::FILE* log_file = stderr;
 };

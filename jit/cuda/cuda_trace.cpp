@@ -467,7 +467,7 @@ class FusedCudaTrace final : public FusedTrace {
                      call.inputs[2].data_ptr(), out.data_ptr());
       return;
     }
-    execute_into(call, program_.ops[plan_.steps[s].op].meta, out);
+    run_library_call(plan_.steps[s].op, call, out);
   }
 
   std::vector<std::unique_ptr<CudaKernel>> kernels_;  // per step (null: not a kernel)

@@ -50,7 +50,9 @@ std::map<int, FoldedMatmul> fold_matmul_epilogues(const TraceProgram& p, FusionP
     if (step.kind != Step::Kind::Library || next.kind != Step::Kind::Kernel) continue;
     const int m = step.op;
     const TraceOp& mm = p.ops[m];
-    if (mm.op != OpId::Matmul || mm.in_place || held(m) || readers[m].size() != 1) continue;
+    if (mm.op != OpId::Matmul || mm.in_place || held(m) || readers[m].size() != 1 ||
+        plan.attention.count(m))  // an attention step (jit/attention_rewrite.h)
+      continue;
     const Dims& as = input_sizes(p, mm.inputs[0]);
     const Dims& bs = input_sizes(p, mm.inputs[1]);
     const DType dt = mm.meta.dtype;

@@ -13,7 +13,10 @@ bool value_kept(const FusionPlan& plan, size_t i) {
   const int c = plan.canonical[i];
   if (c < 0) return false;
   const int st = plan.step_of[c];
-  return plan.stored[c] || (st >= 0 && plan.steps[st].kind != Step::Kind::Kernel);
+  // A library or view step's own value; not an op it absorbed (a folded matmul, the ops an
+  // attention step replaced), whose value never exists.
+  return plan.stored[c] ||
+         (st >= 0 && plan.steps[st].kind != Step::Kind::Kernel && plan.steps[st].op == c);
 }
 
 SegmentPlan cut_segments(const tracer::TraceProgram& program, const FusionPlan& plan) {

@@ -36,7 +36,8 @@ struct SegmentPlan {
 SegmentPlan cut_segments(const tracer::TraceProgram& program, const FusionPlan& plan);
 
 // Whether op i's value exists after its step ran: stored by its kernel, or made by a view
-// or library step (not a value a kernel keeps in registers).
+// or library step as its own op (not a value a kernel keeps in registers, nor one a
+// library step absorbed: a folded matmul, the ops an attention step replaced).
 bool value_kept(const FusionPlan& plan, size_t i);
 
 }  // namespace kiln::jit::cuda_backend

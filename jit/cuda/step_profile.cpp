@@ -61,8 +61,10 @@ std::string label(const tracer::TraceProgram& program, const FusionPlan& plan, s
   const Step& step = plan.steps[s];
   if (step.kind == Step::Kind::Library) {
     const tracer::TraceOp& op = program.ops[step.op];
-    std::string out = std::string(folded ? "gemm+epilogue " : "") + op_name(op.op) + " " +
-                      dims_str(op.meta.sizes);
+    std::string out = std::string(folded                          ? "gemm+epilogue "
+                                  : plan.attention.count(step.op) ? "attention for "
+                                                                  : "") +
+                      op_name(op.op) + " " + dims_str(op.meta.sizes);
     for (const tracer::InputRef& r : op.inputs)
       if (r.kind == tracer::InputRef::Kind::Value)
         out += " <" + dims_str(program.ops[r.index].meta.sizes) + ">";

@@ -189,8 +189,9 @@ def is_tracing():
 
 def set_config(**settings):
     """Changes tracer settings: warmup, recompile_limit, max_trace_length, verify,
-    background_compile, warm_start, symbolic_shapes, logs (a comma list like KILN_LOGS).
-    Returns the previous values."""
+    background_compile, warm_start, symbolic_shapes, cpu_attention (KILN_JIT_CPU_ATTENTION:
+    the JIT's attention pass on CPU traces too), jit_disable (a comma list like
+    KILN_JIT_DISABLE), logs (a comma list like KILN_LOGS). Returns the previous values."""
     previous = {}
     for key, value in settings.items():
         previous[key] = _C._get_config(key)

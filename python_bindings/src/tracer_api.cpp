@@ -108,14 +108,27 @@ void set_config(const std::string& name, const bp::object& value) {
     c.warm_start = bp::extract<bool>(value);
   } else if (name == "symbolic_shapes") {
     c.symbolic_shapes = bp::extract<bool>(value);
+  } else if (name == "cpu_attention") {
+    c.cpu_attention = bp::extract<bool>(value);
+  } else if (name == "jit_disable") {
+    c.jit_disable.clear();
+    const std::string list = bp::extract<std::string>(value);
+    size_t at = 0;
+    while (at < list.size()) {
+      const size_t comma = std::min(list.find(',', at), list.size());
+      if (comma > at) c.jit_disable.push_back(list.substr(at, comma - at));
+      at = comma + 1;
+    }
   } else if (name == "logs") {
     bp::extract<std::string> spec(value);
     c.log_mask =
         spec.check() ? tracer::parse_log_categories(spec()) : bp::extract<unsigned>(value)();
   } else {
-    throw ValueError("[set_config] unknown tracer setting '" + name +
-                     "' (expected warmup, recompile_limit, max_trace_length, verify, "
-                     "background_compile, warm_start, symbolic_shapes or logs)");
+    throw ValueError(
+        "[set_config] unknown tracer setting '" + name +
+        "' (expected warmup, recompile_limit, max_trace_length, verify, "
+        "background_compile, warm_start, symbolic_shapes, cpu_attention, jit_disable or "
+        "logs)");
   }
 }
 
@@ -128,6 +141,12 @@ bp::object get_config(const std::string& name) {
   if (name == "background_compile") return bp::object(c.background_compile);
   if (name == "warm_start") return bp::object(c.warm_start);
   if (name == "symbolic_shapes") return bp::object(c.symbolic_shapes);
+  if (name == "cpu_attention") return bp::object(c.cpu_attention);
+  if (name == "jit_disable") {
+    std::string list;
+    for (const std::string& pass : c.jit_disable) list += (list.empty() ? "" : ",") + pass;
+    return bp::object(list);
+  }
   if (name == "logs") return bp::object(c.log_mask);
   throw ValueError("[get_config] unknown tracer setting '" + name + "'");
 }

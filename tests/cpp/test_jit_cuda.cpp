@@ -982,7 +982,8 @@ TEST_P(JitCudaPassOff, FusedResultsEqualEager) {
 }
 
 INSTANTIATE_TEST_SUITE_P(JitCuda, JitCudaPassOff,
-                         ::testing::Values("cse", "dce", "fuse", "epilogue", "simplify"),
+                         ::testing::Values("cse", "dce", "fuse", "attention", "epilogue",
+                                           "simplify"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });

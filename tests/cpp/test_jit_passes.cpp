@@ -114,7 +114,7 @@ class JitPassOff : public JitPasses, public ::testing::WithParamInterface<std::s
 
 // The pass names a test parameter stands for ("all": every pass that can be off).
 std::vector<std::string> passes_off(const std::string& param) {
-  if (param == "all") return {"cse", "dce", "fuse", "epilogue", "simplify"};
+  if (param == "all") return {"cse", "dce", "fuse", "attention", "epilogue", "simplify"};
   return {param};
 }
 
@@ -152,7 +152,8 @@ TEST_P(JitPassOff, InPlaceUpdatesEqualEager) {
 }
 
 INSTANTIATE_TEST_SUITE_P(JitPasses, JitPassOff,
-                         ::testing::Values("cse", "dce", "fuse", "epilogue", "simplify", "all"),
+                         ::testing::Values("cse", "dce", "fuse", "attention", "epilogue",
+                                           "simplify", "all"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
@@ -266,7 +267,8 @@ TEST(JitPassNames, BadNamesAreRefusedAndIgnored) {
     const std::string what = e.what();
     EXPECT_NE(what.find("KILN_JIT_DISABLE"), std::string::npos) << what;
     EXPECT_NE(what.find("'fusion'"), std::string::npos) << what;
-    EXPECT_NE(what.find("cse, dce, fuse, epilogue, simplify"), std::string::npos) << what;
+    EXPECT_NE(what.find("cse, dce, fuse, attention, epilogue, simplify"), std::string::npos)
+        << what;
   }
   // `store` is a pass of the pipeline but cannot be switched off: refused with that reason.
   EXPECT_STREQ(kiln::jit::pass_name(Pass::Store), "store");
