@@ -12,6 +12,7 @@
 #include "tracer/profiler.h"
 #include "tracer/replay.h"
 #include "tracer/side_exit.h"
+#include "tracer/symbolic_shapes.h"
 
 namespace kiln::tracer {
 namespace {
@@ -324,7 +325,8 @@ BreakCause Tracer::divergence(const TraceOp& op) const {
   for (int compiled = 1; compiled >= 0; --compiled) {
     for (const auto& c : walk_.node->children) {
       if ((c->compiled_below > 0) != (compiled == 1)) continue;
-      std::string diff = c->op.guard_diff(op, &walk_.symbol_values);
+      std::string diff = bounds_diff(c->op, op, walk_.index_values);
+      if (diff.empty()) diff = c->op.guard_diff(op, &walk_.symbol_values);
       if (!diff.empty()) return BreakCause{BreakReason::GuardFailed, std::move(diff)};
     }
   }
