@@ -1,0 +1,175 @@
+"""Symbolic bounds (tracer/symbolic_shapes.h, issue 21 item 1): a slice's start and end
+and a select's index that move between walks are index symbols of one trace, not a new
+trace per position. Footguns of a generation loop: a KV cache written at a moving
+position and read up to it, `x[:, -T:]` with a growing T, a window whose start moves,
+and bounds that go out of range (the same error as eager, and the runtime goes on). Every
+value is checked against eager kiln and a float64 numpy reference on fresh random inputs,
+the compiled replays under KILN_VERIFY."""
+
+import numpy as np
+import pytest
+
+import kiln
+
+
+pytestmark = pytest.mark.usefixtures("fresh_tracer")
+
+
+@pytest.fixture(autouse=True)
+def symbolic_verified():
+    """Symbolic sizes on (whatever KILN_SYMBOLIC_SHAPES says), every replay verified."""
+    previous = kiln.set_config(symbolic_shapes=True, verify=True)
+    yield
+    kiln.set_config(**previous)
+
+
+def t(a):
+    return kiln.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+
+
+def replays(report):
+    return sum(tr["replays"] for tr in report.traces)
+
+
+def symbolic_why(report):
+    return " ".join(tr["symbolic"] for tr in report.traces)
+
+
+def eager(run):
+    kiln.set_tracing(False)
+    try:
+        return run()
+    finally:
+        kiln.set_tracing(True)
+
+
+def kv_inputs(rng, batch=3, c=16):
+    w = [rng.standard_normal((c, c)) * 0.3 for _ in range(3)]
+    return w, rng.standard_normal((batch, 1, c))
+
+
+def kv_loop(w, x0, steps, capacity):
+    """A decoder step per token: the new key and value written into the caches at `pos`
+    (`k[:, pos:pos + 1] = x @ wk`), attention over `k[:, :pos + 1]`, the output read on
+    the host (each step's walk ends there)."""
+    wq, wk, wv = (t(a) for a in w)
+    batch, _, c = x0.shape
+    k, v = kiln.zeros((batch, capacity, c)), kiln.zeros((batch, capacity, c))
+    x, outs = t(x0), []
+    for pos in range(steps):
+        k[:, pos:pos + 1] = x @ wk
+        v[:, pos:pos + 1] = x @ wv
+        keys, values = k[:, :pos + 1], v[:, :pos + 1]
+        att = kiln.softmax((x @ wq) @ keys.transpose(1, 2) * (1.0 / c ** 0.5), -1)
+        x = kiln.tanh(att @ values)
+        outs.append(x.numpy())
+    return outs
+
+
+def kv_reference(w, x0, steps):
+    wq, wk, wv = w
+    c = x0.shape[-1]
+    x, ks, vs, outs = x0, [], [], []
+    for _ in range(steps):
+        ks.append(x @ wk)
+        vs.append(x @ wv)
+        keys, values = np.concatenate(ks, 1), np.concatenate(vs, 1)
+        s = (x @ wq) @ keys.transpose(0, 2, 1) / np.sqrt(c)
+        e = np.exp(s - s.max(-1, keepdims=True))
+        x = np.tanh((e / e.sum(-1, keepdims=True)) @ values)
+        outs.append(x)
+    return outs
+
+
+def test_kv_cache_written_at_a_moving_position_replays_one_trace(rng):
+    w, x0 = kv_inputs(rng)
+    steps = 40
+    traced = kv_loop(w, x0, steps, steps)
+    report = kiln.explain()
+    assert len(report.recompiles) <= 2, str(report)
+    # The first walks record (warmup, the 0/1 specialisation of pos + 1), then it replays.
+    assert replays(report) >= steps - 6, str(report)
+    why = symbolic_why(report)
+    assert "i0 = start of op" in why and "slice dim 1" in why, str(report)
+    expected = eager(lambda: kv_loop(w, x0, steps, steps))
+    for i, (a, b, r) in enumerate(zip(traced, expected, kv_reference(w, x0, steps))):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"step {i} vs eager")
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5, err_msg=f"step {i} vs numpy")
+
+
+def test_the_last_T_columns_with_a_growing_T(rng):
+    x = rng.standard_normal((4, 48))
+    xt, outs = t(x), []
+    for n in range(1, 40):
+        h = kiln.tanh(xt * 2.0)
+        outs.append((h[:, -n:] * 3.0).sum(-1).numpy())
+    report = kiln.explain()
+    assert len(report.recompiles) <= 2 and replays(report) >= 30, str(report)
+    assert "i0 = start of op 2 (slice dim 1)" in symbolic_why(report), str(report)
+    for n, out in zip(range(1, 40), outs):
+        np.testing.assert_allclose(out, (np.tanh(x * 2.0)[:, -n:] * 3.0).sum(-1), rtol=1e-5,
+                                   atol=1e-5, err_msg=f"T = {n}")
+
+
+def test_a_window_and_an_index_whose_start_grows(rng):
+    x, w = rng.standard_normal((5, 64)), rng.standard_normal((6, 5))
+    xt, wt, outs = t(x), t(w), []
+    for s in range(40):
+        h = xt + 1.0
+        window = h[:, s:s + 6]  # the same extent, a moving offset
+        outs.append((wt @ window + h[:, s + 3] @ window).numpy())
+    report = kiln.explain()
+    assert len(report.recompiles) <= 2 and replays(report) >= 35, str(report)
+    why = symbolic_why(report)
+    assert "start of op" in why and "index of op" in why, str(report)
+    for s, out in enumerate(outs):
+        h = x + 1.0
+        hw = h[:, s:s + 6]
+        np.testing.assert_allclose(out, w @ hw + h[:, s + 3] @ hw, rtol=1e-5, atol=1e-5)
+
+
+def run_or_error(f):
+    try:
+        return f(), None
+    except Exception as e:  # noqa: BLE001 (the error itself is what is compared)
+        return None, e
+
+
+def test_bounds_out_of_range_raise_as_in_eager_and_the_runtime_goes_on(rng):
+    x = rng.standard_normal((3, 20))
+    xt = t(x)
+
+    def step(s):
+        return ((xt * 2.0)[:, s] + 1.0).numpy()
+
+    # Compiled with a symbolic index, then an index past the end: eager's IndexError.
+    for s in list(range(10)) + [25, 3, -21, 4, 5]:
+        got, error = run_or_error(lambda: step(s))
+        want, want_error = eager(lambda: run_or_error(lambda: step(s)))
+        if want_error is not None:
+            assert type(error) is type(want_error) and str(error) == str(want_error), (s, error)
+            assert "out of bounds" in str(error) or "out of range" in str(error)
+        else:
+            assert error is None, (s, error)
+            np.testing.assert_allclose(got, x[:, s] * 2.0 + 1.0, rtol=1e-6)
+    report = kiln.explain()
+    assert replays(report) >= 8 and len(report.recompiles) <= 2, str(report)
+
+
+def test_a_kv_cache_written_past_its_end_does_what_eager_does(rng):
+    """Past the cache's end, `k[:, pos:pos + 1]` is clamped to an empty view (the write
+    broadcasts into nothing) and `k[:, :pos + 1]` stays the whole cache: no error, in
+    eager kiln as in numpy and PyTorch. The traced loop must give the same values, not a
+    plan of the last position that fit."""
+    w, x0 = kv_inputs(rng, batch=2, c=8)
+    capacity, steps = 12, 18
+    traced, traced_error = run_or_error(lambda: kv_loop(w, x0, steps, capacity))
+    expected, eager_error = eager(lambda: run_or_error(lambda: kv_loop(w, x0, steps, capacity)))
+    assert type(traced_error) is type(eager_error) and str(traced_error) == str(eager_error)
+    assert replays(kiln.explain()) > 0, str(kiln.explain())
+    for i, (a, b) in enumerate(zip(traced, expected)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=f"step {i}")
+    # The runtime is still usable: the loop again within the cache, right values.
+    outs = kv_loop(w, x0, capacity, capacity)
+    for i, (a, r) in enumerate(zip(outs, kv_reference(w, x0, capacity))):
+        np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5, err_msg=f"step {i}")
