@@ -87,10 +87,7 @@ bool WarmStart::is_stored_head(SiteId site) {
 }
 
 void WarmStart::save(const Anchor& anchor, const CompiledTrace& compiled) {
-  // A symbolic trace is not stored (persist.h keeps exact guards and bounds only).
-  if (!on() || anchor.stored_key.empty() || !home_device(compiled.program).is_cpu() ||
-      compiled.symbolic())
-    return;
+  if (!on() || anchor.stored_key.empty() || !home_device(compiled.program).is_cpu()) return;
   StoredTrace stored;
   stored.anchor_key = anchor.stored_key;
   stored.first = anchor.first;
