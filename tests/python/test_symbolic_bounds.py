@@ -111,6 +111,19 @@ def test_the_last_T_columns_with_a_growing_T(rng):
                                    atol=1e-5, err_msg=f"T = {n}")
 
 
+def test_the_last_3_columns_of_an_input_whose_width_grows(rng):
+    # Python's indexing passes bounds normalized: `[:, -3:]` of n columns is n - 3 to n,
+    # index symbols that move with the size symbol of the input's width.
+    for n in range(4, 30):
+        x = rng.standard_normal((3, n))
+        out = (kiln.tanh(t(x) * 2.0)[:, -3:] + 1.0).numpy()
+        np.testing.assert_allclose(out, np.tanh(x * 2.0)[:, -3:] + 1.0, rtol=1e-5, atol=1e-6)
+    report = kiln.explain()
+    assert len(report.recompiles) <= 2 and replays(report) >= 20, str(report)
+    why = symbolic_why(report)
+    assert "s0 = dim 1 of in0" in why and "i0 = start of op 2" in why, str(report)
+
+
 def test_a_window_and_an_index_whose_start_grows(rng):
     x, w = rng.standard_normal((5, 64)), rng.standard_normal((6, 5))
     xt, wt, outs = t(x), t(w), []
