@@ -108,7 +108,8 @@ void advance_partial(Walk& walk) {
   if (depth >= walk.partial_next) advance_partial(walk);
 }
 
-void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
+std::shared_ptr<const CompiledTrace> replay_compiled(Walk& walk, TraceNode& node,
+                                                     TraceStatistics& statistics) {
   if (walk.partial && walk.partial_node != &node)
     throw std::logic_error("[tracer] a partial run ended at another trace than its own");
   std::shared_ptr<const CompiledTrace> bound =
@@ -153,7 +154,9 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
   if (config().verify) verify_replay(compiled, values, reference, walk.scalars, walk.outputs);
   bind_outputs(walk, values);
   ++node.replays;
+  std::shared_ptr<const CompiledTrace> ran = bound ? bound : node.compiled;
   if (trial_done) judge_speed(*walk.anchor, node, statistics);
+  return ran;
 }
 
 }  // namespace kiln::tracer

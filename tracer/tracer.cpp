@@ -412,10 +412,11 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   }
   const bool eager = walk_.mode == WalkMode::Eager || walk_.mode == WalkMode::EagerSingle;
   bool replayed = false;
+  std::shared_ptr<const CompiledTrace> ran;  // the trace that ran (a symbolic one: bound)
   try {
     if (walk_.mode == WalkMode::Replay && !walk_.at_root()) {
       if (walk_.node->compiled && kind != Boundary::Abort) {
-        replay_compiled(walk_, *walk_.node, statistics_);
+        ran = replay_compiled(walk_, *walk_.node, statistics_);
         replayed = true;
       } else {
         materialize(walk_, static_cast<size_t>(walk_.node->depth));
@@ -431,8 +432,8 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   if (kind != Boundary::Region || (!keep_region_plan_ && !regions_.empty())) region_clean_ = false;
   if (keep_region_plan_ && replayed && region_clean_ &&
       statistics_.host_side_ops + statistics_.independent_reads == region_side_ops_ &&
-      launchable(walk_.node->compiled->program)) {
-    region_plan_ = RegionPlan{walk_.node->compiled, walk_.externals, walk_.scalars, walk_.outputs};
+      launchable(ran->program)) {
+    region_plan_ = RegionPlan{ran, walk_.externals, walk_.scalars, walk_.outputs};
   }
   if (!replayed && !eager && kind != Boundary::Abort && !walk_.at_root())
     on_trace_ended(tree_, *walk_.anchor, *walk_.node, walk_, statistics_, site, provisional);

@@ -227,3 +227,24 @@ def test_kv_cache_compiled_in_the_background_replays_once_installed(rng):
     assert len(report.recompiles) == 0 and replays(report) >= 25, str(report)
     for i, (a, r) in enumerate(zip(outs, kv_reference(w, x0, 32))):
         np.testing.assert_allclose(a, r, rtol=1e-4, atol=1e-5, err_msg=f"step {i}")
+
+
+@pytest.mark.parametrize("bounds", [False, True], ids=["sizes", "sizes_and_bounds"])
+def test_a_skipped_call_never_launches_another_sizes_plan(rng, bounds):
+    """compile(fn, skip=True) launches the plan of a verified call without running fn. A
+    symbolic trace's plan is its binding to that call's sizes and bounds: a call at other
+    sizes (whose guards a symbolic trace passes as relations) runs fn. Launching the
+    symbolic executable instead gave the first size's answer (shape [3, 6] for [3, 9])."""
+    k = rng.standard_normal((3, 40))
+    kt_ = t(k)
+
+    def f(x):
+        y = x * 2.0
+        return y + kt_[:, :x.shape[1]] if bounds else kiln.tanh(y)
+
+    g = kiln.compile(f, skip=True)
+    for n in (5, 6, 7, 8, 9, 9, 9, 9, 10, 9, 8, 14, 6, 6):
+        x = rng.standard_normal((3, n))
+        want = x * 2.0 + k[:, :n] if bounds else np.tanh(x * 2.0)
+        np.testing.assert_allclose(g(t(x)).numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"{n}")
+    assert any(tr["symbolic"] for tr in kiln.explain().traces), str(kiln.explain())
