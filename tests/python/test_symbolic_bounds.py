@@ -248,3 +248,26 @@ def test_a_skipped_call_never_launches_another_sizes_plan(rng, bounds):
         want = x * 2.0 + k[:, :n] if bounds else np.tanh(x * 2.0)
         np.testing.assert_allclose(g(t(x)).numpy(), want, rtol=1e-5, atol=1e-6, err_msg=f"{n}")
     assert any(tr["symbolic"] for tr in kiln.explain().traces), str(kiln.explain())
+
+
+def test_narrow_at_a_moving_start_and_past_the_end(rng):
+    # narrow(dim, start, length) is a slice whose start moves; past the end it raises
+    # eager's IndexError (checked before the op), and the loop goes on replaying.
+    x = rng.standard_normal((3, 24))
+    xt = t(x)
+
+    def step(s):
+        return (kiln.exp(xt * 0.5).narrow(1, s, 4) * 3.0).numpy()
+
+    for s in list(range(12)) + [21, 5, 22, 6, 7, 8]:
+        got, error = run_or_error(lambda: step(s))
+        want, want_error = eager(lambda: run_or_error(lambda: step(s)))
+        assert type(error) is type(want_error) and str(error) == str(want_error), (s, error)
+        if s + 4 > 24:
+            assert isinstance(error, IndexError) and "[narrow] start" in str(error), error
+        else:
+            np.testing.assert_allclose(got, np.exp(x * 0.5)[:, s:s + 4] * 3.0, rtol=1e-5,
+                                       atol=1e-6)
+    report = kiln.explain()
+    assert replays(report) >= 10 and len(report.recompiles) <= 2, str(report)
+    assert "start of op 2 (slice dim 1)" in symbolic_why(report), str(report)
