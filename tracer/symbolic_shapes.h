@@ -1,5 +1,6 @@
-// Symbolic sizes (issue 21): a trace whose guards fail only on sizes compiles once with
-// those dims symbolic instead of once per size.
+// Symbolic sizes and bounds (issue 21): a trace whose guards fail only on sizes, or whose
+// slices and selects take other bounds, compiles once with those dims and bounds symbolic
+// instead of once per size and position (symbolic_bounds.cpp holds the bounds' part).
 //
 //   generalize   two programs that are the same trace but for the sizes and strides of
 //                their inputs: the dims that differ (both sizes >= 2) become symbols; dims
