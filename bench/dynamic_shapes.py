@@ -17,9 +17,11 @@ Cases:
          the new token appended (cat) for the next step
   kv     a decoder step with a KV cache written at a moving position
          (`cache[:, pos:pos + 1] = k`) and attention over `cache[:, :pos + 1]`: the
-         offsets and bounds are slice attributes, not symbolic yet (see tracer.md)
+         slices' bounds are index symbols of one trace (symbolic bounds, tracer.md),
+         bound per position like a new size
 Printed per case: recompiles (variants after the first compile of a trace: a 0/1
-specialisation counts), compiled traces, plans bound to new sizes without a recompile,
+specialisation counts), compiled traces, plans bound to new sizes or bounds without a
+recompile,
 replays, iterations that replayed, and the median time per iteration from iteration 10
 on, traced and eager, with the total. KILN_VERIFY=1 in the environment checks every
 replay against eager. The machine load is printed first (a shared machine).

@@ -30,6 +30,7 @@ struct CompiledTrace {
   // sizes the executable was compiled for), why each dim is symbolic, and the trace bound
   // to other sizes (the one mutable part, used on the tracer's thread only).
   std::vector<int64_t> symbol_values;
+  std::vector<int64_t> index_values;  // the index symbols' values (symbolic bounds) in `program`
   std::string symbolic_why;
   std::shared_ptr<SizeBindings> bindings;
   bool symbolic() const { return bindings != nullptr; }

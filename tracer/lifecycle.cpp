@@ -48,6 +48,7 @@ std::shared_ptr<CompiledTrace> make_compiled(const TraceTree& tree, const TraceL
   compiled->executable = std::move(result.executable);
   if (is_symbolic(compiled->program)) {
     compiled->symbol_values = symbol_values_of(compiled->program);
+    compiled->index_values = index_values_of(compiled->program);
     compiled->symbolic_why = describe_symbols(compiled->program);
     compiled->bindings = std::make_shared<SizeBindings>();
   }
@@ -207,12 +208,12 @@ void on_compiled(TraceTree& tree, Anchor& anchor, TraceNode& node, TraceProgram 
     ++tree.next_trace_id;
     lifecycle.on_compile(compiled->id);
     log_line(kLogTrace,
-             detail::cat("trace ", compiled->id, " compiled: ", compiled->program.ops.size(),
-                         " ops -> ", compiled->executable->kernel_count(), " kernels (",
-                         compiled->executable->backend_name(), ", ", compiled->compile_ms, " ms",
-                         kOrigins[static_cast<int>(origin)], ") at ", lifecycle.site().str(),
-                         compiled->symbolic() ? "; symbolic sizes: " + compiled->symbolic_why
-                                              : std::string()));
+             detail::cat(
+                 "trace ", compiled->id, " compiled: ", compiled->program.ops.size(), " ops -> ",
+                 compiled->executable->kernel_count(), " kernels (",
+                 compiled->executable->backend_name(), ", ", compiled->compile_ms, " ms",
+                 kOrigins[static_cast<int>(origin)], ") at ", lifecycle.site().str(),
+                 compiled->symbolic() ? "; symbolic: " + compiled->symbolic_why : std::string()));
     // A symbolic trace is not stored (persist.h keeps exact guards only).
     if (origin != CompileOrigin::Stored && !compiled->symbolic())
       WarmStart::save(anchor, *compiled);
@@ -353,17 +354,20 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
   TraceProgram program = now ? std::move(*now) : walk.program();
   if (general) {
     set_guards(program, general->guards);
+    set_bounds(program, general->bounds);
   } else {
     // A path that follows a symbolic variant's prefix and then left it: its later ops
     // read values of any size the prefix passed, so its guards keep the prefix's symbols
     // (the trace is symbolic, bound per size), never a plan of this walk's sizes alone.
     const std::vector<const TraceOp*> path = node.path();
-    for (size_t i = 0; i < path.size() && i < program.ops.size(); ++i)
+    for (size_t i = 0; i < path.size() && i < program.ops.size(); ++i) {
+      if (path[i]->bounds.any()) program.ops[i].bounds = path[i]->bounds;
       for (size_t k = 0; k < path[i]->new_guards.size(); ++k)
         if (path[i]->new_guards[k].symbolic()) {
           program.ops[i].new_guards[k].symbols = path[i]->new_guards[k].symbols;
           program.ops[i].new_guards[k].derived_strides = path[i]->new_guards[k].derived_strides;
         }
+    }
   }
   if (config().background_compile && home_device(program).is_cpu()) {
     anchor.pending = std::make_shared<CompileJob>(std::move(program), walk.exit_cause);

@@ -25,7 +25,10 @@ std::string launch(const RegionPlan& plan, const std::vector<Tensor>& externals,
     int32_t alias = -1;
     for (size_t j = 0; j < i && alias < 0; ++j)
       if (externals[j].impl()->storage == t.impl()->storage) alias = static_cast<int32_t>(j);
-    const std::string diff = compiled.guards[i].diff(TensorGuard::of(t, alias));
+    TensorGuard exact = compiled.guards[i];  // the sizes and strides the plan was made for
+    exact.symbols.clear();
+    exact.derived_strides = 0;
+    const std::string diff = exact.diff(TensorGuard::of(t, alias));
     if (!diff.empty()) return detail::cat("input ", i, ": ", diff);
   }
   std::vector<bool> want(compiled.program.ops.size(), false);

@@ -8,7 +8,11 @@
 // host-side op or independent host read inside, and no random op (its seed and offset
 // are per-call scalars). The caller (the Python compile wrapper) decides when launching
 // is right (the function's other state: arguments that are not tensors, module state,
-// globals) and binds the inputs; launch checks them against the trace's guards.
+// globals) and binds the inputs; launch checks them against the trace's guards. A plan is
+// made for one tuple of sizes and bounds: a symbolic trace's plan is its binding to the
+// call's (symbolic_shapes.h), and launch checks its guards exactly, never as relations
+// (the executable of a symbolic trace at other sizes, or at its own sizes with other
+// bounds, would give another size's answer).
 #pragma once
 
 #include <memory>
@@ -31,7 +35,8 @@ bool launchable(const TraceProgram& program);
 
 // Runs plan.trace on `externals` (one per slot) and returns the values of the ops in
 // `wanted`. Returns "" on success; otherwise the first guard the inputs fail ("input 2:
-// shape expected [8, 4], got [16, 4]") and runs nothing. Verified against eager under
+// shape expected [8, 4], got [16, 4]"; a symbolic guard as the exact sizes and strides it
+// was compiled at) and runs nothing. Verified against eager under
 // KILN_VERIFY=1, like any replay.
 std::string launch(const RegionPlan& plan, const std::vector<Tensor>& externals,
                    const std::vector<int>& wanted, std::vector<Tensor>* values);

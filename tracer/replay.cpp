@@ -21,9 +21,15 @@ namespace {
 // walk's program through the backend: planned again, kernels from the kernel cache).
 std::shared_ptr<const CompiledTrace> bind_sizes(const CompiledTrace& compiled, const Walk& walk,
                                                 TraceStatistics& statistics) {
+  // The key: the size symbols' values, then the index symbols' (symbolic bounds).
   std::vector<int64_t> key = walk.symbol_values;
   key.resize(compiled.symbol_values.size(), 0);
-  if (key == compiled.symbol_values) return nullptr;
+  std::vector<int64_t> compiled_key = compiled.symbol_values;
+  for (size_t i = 0; i < compiled.index_values.size(); ++i) {
+    key.push_back(i < walk.index_values.size() && walk.index_values[i] ? *walk.index_values[i] : 0);
+    compiled_key.push_back(compiled.index_values[i]);
+  }
+  if (key == compiled_key) return nullptr;
   if (auto bound = compiled.bindings->find(key)) return bound;
   const int64_t start = trace_clock_ns();
   TraceProgram program = walk.program();
@@ -43,14 +49,16 @@ std::shared_ptr<const CompiledTrace> bind_sizes(const CompiledTrace& compiled, c
   compiled.bindings->add(key, bound);
   ++statistics.size_bindings;
   log_line(kLogRecompiles, detail::cat(
-                               "trace ", compiled.id, " bound to sizes (",
+                               "trace ", compiled.id, " bound to (",
                                [&] {
                                  std::string s;
+                                 const size_t sizes = compiled.symbol_values.size();
                                  for (size_t i = 0; i < key.size(); ++i)
-                                   s += detail::cat(i ? ", " : "", "s", i, "=", key[i]);
+                                   s += detail::cat(i ? ", " : "", i < sizes ? "s" : "i",
+                                                    i < sizes ? i : i - sizes, "=", key[i]);
                                  return s;
                                }(),
-                               ") in ", ms, " ms (no recompile: symbolic sizes)"));
+                               ") in ", ms, " ms (no recompile: symbolic sizes and bounds)"));
   return bound;
 }
 
@@ -100,7 +108,8 @@ void advance_partial(Walk& walk) {
   if (depth >= walk.partial_next) advance_partial(walk);
 }
 
-void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
+std::shared_ptr<const CompiledTrace> replay_compiled(Walk& walk, TraceNode& node,
+                                                     TraceStatistics& statistics) {
   if (walk.partial && walk.partial_node != &node)
     throw std::logic_error("[tracer] a partial run ended at another trace than its own");
   std::shared_ptr<const CompiledTrace> bound =
@@ -145,7 +154,9 @@ void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics) {
   if (config().verify) verify_replay(compiled, values, reference, walk.scalars, walk.outputs);
   bind_outputs(walk, values);
   ++node.replays;
+  std::shared_ptr<const CompiledTrace> ran = bound ? bound : node.compiled;
   if (trial_done) judge_speed(*walk.anchor, node, statistics);
+  return ran;
 }
 
 }  // namespace kiln::tracer

@@ -20,7 +20,9 @@ void advance_partial(Walk& walk);
 
 // Runs node.compiled for the walk (which ended at node) and binds its outputs; counts the
 // replay and its time in `statistics`, and in the trace's speed trial (speed_check.h),
-// which may leave the anchor eager once it is complete.
-void replay_compiled(Walk& walk, TraceNode& node, TraceStatistics& statistics);
+// which may leave the anchor eager once it is complete. Returns the trace that ran: a
+// symbolic one's binding to the walk's sizes and bounds, else node.compiled.
+std::shared_ptr<const CompiledTrace> replay_compiled(Walk& walk, TraceNode& node,
+                                                     TraceStatistics& statistics);
 
 }  // namespace kiln::tracer

@@ -90,9 +90,19 @@ std::string ExplainReport::table() const {
       os << "        ops: " << ops << "\n";
       for (size_t i = 0; i < t.guards.size(); ++i)
         os << "        guard in" << i << ": " << t.guards[i] << "\n";
-      if (!t.symbolic.empty())
-        os << "        symbolic sizes: " << t.symbolic << "; bound to " << t.size_bindings
-           << " other size(s) in " << fixed(t.binding_ms, 3) << " ms (no recompile)\n";
+      if (!t.symbolic.empty()) {
+        // Index symbols (i0, ...) are a slice's or select's bounds (symbolic_shapes.h).
+        const bool sizes = t.symbolic.rfind("s", 0) == 0;
+        const bool bounds =
+            t.symbolic.rfind("i", 0) == 0 || t.symbolic.find("; i") != std::string::npos;
+        os << "        symbolic "
+           << (sizes && bounds ? "sizes and bounds: "
+               : sizes         ? "sizes: "
+                               : "bounds: ")
+           << t.symbolic << "; bound to " << t.size_bindings << " other size(s)"
+           << (bounds ? " or bounds" : "") << " in " << fixed(t.binding_ms, 3)
+           << " ms (no recompile)\n";
+      }
       if (t.arena_bytes > 0)
         os << "        arena: " << fixed(static_cast<double>(t.arena_bytes) / (1 << 20), 2)
            << " MiB for its intermediates\n";

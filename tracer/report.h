@@ -30,8 +30,9 @@ struct TraceReport {
   double eager_ms = -1;
   std::vector<std::string> notes;  // what stayed unfused and why
   // Symbolic sizes (tracer/symbolic_shapes.h): which dims are symbols, as relations
-  // ("s0 = dim 0 of in0 = dim 0 of in3 (compiled at 12)"), "" for an exact trace; and how
-  // many other sizes it was bound to (no recompile) and the time that took.
+  // ("s0 = dim 0 of in0 = dim 0 of in3 (compiled at 12)") and which slice or select bounds
+  // ("i0 = start of op 1 (slice dim 1) (compiled at 2)"), "" for an exact trace; and how
+  // many other sizes or bounds it was bound to (no recompile) and the time that took.
   std::string symbolic;
   int64_t size_bindings = 0;
   int64_t arena_bytes = 0;  // its intermediates' memory (a GPU trace's: a share of one arena)

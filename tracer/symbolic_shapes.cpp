@@ -27,7 +27,7 @@ bool same_but_sizes(const TraceProgram& a, const TraceProgram& b) {
   for (size_t i = 0; i < a.ops.size(); ++i) {
     const TraceOp& x = a.ops[i];
     const TraceOp& y = b.ops[i];
-    if (!x.same_wiring(y)) return false;
+    if (!same_but_bounds(x, y)) return false;
     for (size_t k = 0; k < x.new_guards.size(); ++k) {
       const TensorGuard& g = x.new_guards[k];
       const TensorGuard& h = y.new_guards[k];
@@ -91,7 +91,9 @@ std::optional<Generalized> generalize(const TraceProgram& seen, const TraceProgr
     }
     out.guards.push_back(std::move(h));
   }
-  if (!any) return fail(GeneralizeFailure::NothingDiffers);
+  GeneralizeFailure bounds_failure = GeneralizeFailure::Structure;
+  if (!generalize_bounds(seen, now, out, &bounds_failure)) return fail(bounds_failure);
+  if (!any && out.index_symbols == 0) return fail(GeneralizeFailure::NothingDiffers);
   out.symbols = static_cast<int>(symbols.size());
   return out;
 }
@@ -114,7 +116,8 @@ std::string describe_symbols(const TraceProgram& program) {
   std::string out;
   for (size_t s = 0; s < lines.size(); ++s)
     out += (s ? "; " : "") + lines[s] + detail::cat(" (compiled at ", at[s], ")");
-  return out;
+  const std::string bounds = describe_bounds(program);
+  return out.empty() || bounds.empty() ? out + bounds : out + "; " + bounds;
 }
 
 bool subsumes(const TraceProgram& general, const TraceProgram& specific) {
@@ -132,7 +135,7 @@ bool subsumes(const TraceProgram& general, const TraceProgram& specific) {
       if (dg && !dh && h.strides[d] != contiguous_strides(h.sizes)[d]) return false;
     }
   }
-  return true;
+  return subsumes_bounds(general, specific);
 }
 
 std::string symbolic_diff(const TensorGuard& g, const TensorGuard& actual,
@@ -155,9 +158,11 @@ void set_guards(TraceProgram& program, const std::vector<TensorGuard>& guards) {
 }
 
 bool is_symbolic(const TraceProgram& program) {
-  for (const TraceOp& op : program.ops)
+  for (const TraceOp& op : program.ops) {
+    if (op.bounds.any()) return true;
     for (const TensorGuard& g : op.new_guards)
       if (g.symbolic()) return true;
+  }
   return false;
 }
 

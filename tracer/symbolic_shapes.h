@@ -1,5 +1,6 @@
-// Symbolic sizes (issue 21): a trace whose guards fail only on sizes compiles once with
-// those dims symbolic instead of once per size.
+// Symbolic sizes and bounds (issue 21): a trace whose guards fail only on sizes, or whose
+// slices and selects take other bounds, compiles once with those dims and bounds symbolic
+// instead of once per size and position (symbolic_bounds.cpp holds the bounds' part).
 //
 //   generalize   two programs that are the same trace but for the sizes and strides of
 //                their inputs: the dims that differ (both sizes >= 2) become symbols; dims
@@ -18,8 +19,20 @@
 //                from the in-memory kernel cache (no code generation unless a collapse
 //                differs), and the result is kept per tuple of symbol values (LRU, 64).
 //
+//   bounds       the same for a slice's start and end and a select's index (op attributes):
+//                those that differ between the two programs become index symbols (i0,
+//                i1, ...; fields that moved together share one), so a KV-cache write at a
+//                moving position (`k[:, pos:pos + 1] = y`) and a growing view of it
+//                (`k[:, :pos + 1]`) follow one path. A slice's extent along its dim is
+//                kept exact where it did not change, else it varies as a symbolic size
+//                does (>= 2 on both sides; 0 and 1 specialised). The bounds stay checked
+//                as in eager (the op's shape rule runs before the tracer sees the call:
+//                clamping, an index out of range raises). A binding is keyed by the size
+//                and index symbols' values together: the plan at each position is the
+//                program at that position.
+//
 // Only CPU traces are generalized: a CUDA trace (NVRTC kernels, CUDA Graphs captured per
-// shape) stays specialised per size, as before.
+// shape) stays specialised per size and bounds, as before.
 #pragma once
 
 #include <cstdint>
@@ -35,14 +48,19 @@ namespace kiln::tracer {
 
 struct CompiledTrace;
 
-// Whether a and b are the same trace but for their external inputs' sizes and strides:
-// same ops, attributes, wiring, scalar kinds, and guards of the same dtype, device, rank
-// and aliasing.
+// Whether a and b are the same trace but for their external inputs' sizes and strides
+// and the bounds of their slices and selects: same ops, other attributes, wiring, scalar
+// kinds, and guards of the same dtype, device, rank and aliasing.
 bool same_but_sizes(const TraceProgram& a, const TraceProgram& b);
 
+// Whether an op's bounds may be symbolic: a slice (start, end) or a select (its index).
+bool has_bounds(OpId op);
+
 struct Generalized {
-  std::vector<TensorGuard> guards;  // now's guards, symbolic
+  std::vector<TensorGuard> guards;     // now's guards, symbolic
+  std::vector<SymbolicBounds> bounds;  // per op of now
   int symbols = 0;
+  int index_symbols = 0;
 };
 enum class GeneralizeFailure : uint8_t { Structure, ZeroOrOne, Strides, NothingDiffers };
 
@@ -60,19 +78,42 @@ bool subsumes(const TraceProgram& general, const TraceProgram& specific);
 std::string symbolic_diff(const TensorGuard& g, const TensorGuard& actual,
                           const std::vector<int64_t>& values);
 
-// "s0 = dim 0 of in0 = dim 0 of in3 (compiled at 12)", per symbol, "; " between.
+// "s0 = dim 0 of in0 = dim 0 of in3 (compiled at 12)", per symbol, "; " between; then
+// the index symbols: "i0 = start of op 2 (slice dim 1) = ... (compiled at 5)".
 std::string describe_symbols(const TraceProgram& program);
-// Replaces the programs' guards, in order, by `guards`.
+// Replaces the program's guards, in order, by `guards`, and its ops' bounds by `bounds`.
 void set_guards(TraceProgram& program, const std::vector<TensorGuard>& guards);
+void set_bounds(TraceProgram& program, const std::vector<SymbolicBounds>& bounds);
 bool is_symbolic(const TraceProgram& program);
 int symbol_count(const TraceProgram& program);
-// The value of each symbol in the program's own (concrete) sizes.
+int index_symbol_count(const TraceProgram& program);
+// The value of each symbol in the program's own (concrete) sizes; of each index symbol.
 std::vector<int64_t> symbol_values_of(const TraceProgram& program);
+std::vector<int64_t> index_values_of(const TraceProgram& program);
+
+// Whether a call's attributes pass an op's symbolic bounds: its other attributes equal,
+// each index symbol's field equal to the value the walk bound it to (else, on success,
+// binding it in `values`), a slice's extent kept.
+bool match_bounds(const TraceOp& edge, const OpCall& call,
+                  std::vector<std::optional<int64_t>>& values);
+// Why a call fails an op's symbolic bounds ("start is i0, 3 earlier in this walk, got
+// 5"), "" if it passes or the op is exact.
+std::string bounds_diff(const TraceOp& edge, const TraceOp& actual,
+                        const std::vector<std::optional<int64_t>>& values);
 
 // Whether t passes a symbolic guard (dtype, device and aliasing aside), binding the
 // symbols it meets first in `values` (0: unbound) and appending them to `bound`.
 bool match_symbolic_sizes(const TensorGuard& g, const Tensor& t, std::vector<int64_t>& values,
                           std::vector<int16_t>& bound);
+
+// The bounds' parts of the above (symbolic_bounds.cpp): same_wiring but for the bounds;
+// now's bounds against seen's into out.bounds and out.index_symbols (false: why in
+// *failure); whether general's bounds pass every op of specific; "i0 = ..." per symbol.
+bool same_but_bounds(const TraceOp& a, const TraceOp& b);
+bool generalize_bounds(const TraceProgram& seen, const TraceProgram& now, Generalized& out,
+                       GeneralizeFailure* failure);
+bool subsumes_bounds(const TraceProgram& general, const TraceProgram& specific);
+std::string describe_bounds(const TraceProgram& program);
 
 // A symbolic compiled trace's plans per tuple of symbol values (see above).
 class SizeBindings {

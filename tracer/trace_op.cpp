@@ -10,10 +10,18 @@ std::string ref_str(const InputRef& r) {
   return (r.kind == InputRef::Kind::External ? "in" : "v") + std::to_string(r.index);
 }
 
+// Symbolic bounds (symbolic_shapes.h) compare as symbolic guards do: two ops whose
+// bounds are the same symbols are the same op whatever values they were compiled at.
 bool same_op(const TraceOp& a, const TraceOp& b) {
-  return a.op == b.op && a.in_place == b.in_place && (!a.in_place || a.target == b.target) &&
-         a.inputs.size() == b.inputs.size() && a.scalar_kinds == b.scalar_kinds &&
-         a.attrs == b.attrs;
+  if (!(a.op == b.op && a.in_place == b.in_place && (!a.in_place || a.target == b.target) &&
+        a.inputs.size() == b.inputs.size() && a.scalar_kinds == b.scalar_kinds &&
+        a.bounds == b.bounds))
+    return false;
+  if (!a.bounds.any()) return a.attrs == b.attrs;
+  OpAttrs x = a.attrs, y = b.attrs;
+  if (a.bounds.start >= 0) x.start = y.start = 0;
+  if (a.bounds.end >= 0) x.end = y.end = 0;
+  return x == y;
 }
 
 // Whether two guards pass the same inputs. Exact guards: equal. Symbolic guards keep the

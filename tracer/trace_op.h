@@ -49,9 +49,24 @@ struct TensorGuard {
   std::string str() const;  // "float32[8, 4] cpu contiguous"; symbolic dims as s0
 };
 
+// A slice's or select's bounds that moved between walks (symbolic_shapes.h): the index
+// symbol of attrs.start (a select's index) and of attrs.end, or -1 (exact), and for a
+// slice its extent along its dim where that stays the same (>= 0), or -1: any extent >= 2
+// (as a symbolic size: extents 0 and 1 stay specialised). A walk binds each index symbol
+// to the first value it meets; the attributes keep the values the trace was compiled with.
+struct SymbolicBounds {
+  int16_t start = -1, end = -1;
+  int64_t extent = -1;
+  bool any() const { return start >= 0 || end >= 0; }
+  bool operator==(const SymbolicBounds& o) const {
+    return start == o.start && end == o.end && extent == o.extent;
+  }
+};
+
 struct TraceOp {
   OpId op = OpId::Add;
   OpAttrs attrs;
+  SymbolicBounds bounds;  // exact unless a symbolic trace made them symbols
   boost::container::small_vector<InputRef, 3> inputs;
   boost::container::small_vector<TensorGuard, 2> new_guards;  // for externals first seen here
   boost::container::small_vector<Scalar::Kind, 3> scalar_kinds;

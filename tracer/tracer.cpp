@@ -12,6 +12,7 @@
 #include "tracer/profiler.h"
 #include "tracer/replay.h"
 #include "tracer/side_exit.h"
+#include "tracer/symbolic_shapes.h"
 
 namespace kiln::tracer {
 namespace {
@@ -324,7 +325,8 @@ BreakCause Tracer::divergence(const TraceOp& op) const {
   for (int compiled = 1; compiled >= 0; --compiled) {
     for (const auto& c : walk_.node->children) {
       if ((c->compiled_below > 0) != (compiled == 1)) continue;
-      std::string diff = c->op.guard_diff(op, &walk_.symbol_values);
+      std::string diff = bounds_diff(c->op, op, walk_.index_values);
+      if (diff.empty()) diff = c->op.guard_diff(op, &walk_.symbol_values);
       if (!diff.empty()) return BreakCause{BreakReason::GuardFailed, std::move(diff)};
     }
   }
@@ -410,10 +412,11 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   }
   const bool eager = walk_.mode == WalkMode::Eager || walk_.mode == WalkMode::EagerSingle;
   bool replayed = false;
+  std::shared_ptr<const CompiledTrace> ran;  // the trace that ran (a symbolic one: bound)
   try {
     if (walk_.mode == WalkMode::Replay && !walk_.at_root()) {
       if (walk_.node->compiled && kind != Boundary::Abort) {
-        replay_compiled(walk_, *walk_.node, statistics_);
+        ran = replay_compiled(walk_, *walk_.node, statistics_);
         replayed = true;
       } else {
         materialize(walk_, static_cast<size_t>(walk_.node->depth));
@@ -429,8 +432,8 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   if (kind != Boundary::Region || (!keep_region_plan_ && !regions_.empty())) region_clean_ = false;
   if (keep_region_plan_ && replayed && region_clean_ &&
       statistics_.host_side_ops + statistics_.independent_reads == region_side_ops_ &&
-      launchable(walk_.node->compiled->program)) {
-    region_plan_ = RegionPlan{walk_.node->compiled, walk_.externals, walk_.scalars, walk_.outputs};
+      launchable(ran->program)) {
+    region_plan_ = RegionPlan{ran, walk_.externals, walk_.scalars, walk_.outputs};
   }
   if (!replayed && !eager && kind != Boundary::Abort && !walk_.at_root())
     on_trace_ended(tree_, *walk_.anchor, *walk_.node, walk_, statistics_, site, provisional);

@@ -71,6 +71,7 @@ void Walk::clear() {
   eager_ns = 0;
   exit_cause.reset();
   symbol_values.clear();
+  index_values.clear();
   metas.clear();
   heads.clear();
   run_site = 0;
@@ -89,7 +90,7 @@ bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
     return false;
   for (size_t i = 0; i < call.scalars.size(); ++i)
     if (edge.scalar_kinds[i] != call.scalars[i].kind()) return false;
-  if (!(edge.attrs == call.attrs)) return false;
+  if (!edge.bounds.any() && !(edge.attrs == call.attrs)) return false;
   size_t guard = 0;
   const int32_t base = static_cast<int32_t>(externals.size());
   std::vector<int16_t> bound;  // symbols this call bound: unbound again if it fails
@@ -128,6 +129,7 @@ bool Walk::match(const TraceOp& edge, const OpCall& call, const Tensor* target,
     if (!check(call.inputs[i], edge.inputs[i])) return mismatch();
   if (target && !check(*target, edge.target)) return mismatch();
   if (guard != edge.new_guards.size()) return mismatch();
+  if (edge.bounds.any() && !match_bounds(edge, call, index_values)) return mismatch();
   return true;
 }
 
@@ -260,6 +262,16 @@ TraceProgram Walk::program() const {
     program.ops.push_back(*op);
     TraceOp& copy = program.ops.back();
     if (program.ops.size() <= metas.size()) copy.meta = metas[program.ops.size() - 1];
+    // Symbolic bounds made exact at this walk's values (it bound every one it passed).
+    if (copy.bounds.any()) {
+      const int16_t symbol[2] = {copy.bounds.start, copy.bounds.end};
+      int64_t* field[2] = {&copy.attrs.start, &copy.attrs.end};
+      for (int f = 0; f < 2; ++f)
+        if (symbol[f] >= 0 && static_cast<size_t>(symbol[f]) < index_values.size() &&
+            index_values[symbol[f]])
+          *field[f] = *index_values[symbol[f]];
+      copy.bounds = SymbolicBounds{};
+    }
     for (size_t k = 0; k < copy.new_guards.size(); ++k) {
       TensorGuard& g = copy.new_guards[k];
       const size_t slot = static_cast<size_t>(program.num_externals) + k;

@@ -81,6 +81,9 @@ struct Walk {
   // the metadata of each op of the walk, replayed or recorded (a path's nodes hold the
   // metadata of the walk that first recorded them, of another size below a symbolic op).
   mutable std::vector<int64_t> symbol_values;
+  // Each index symbol's value in this walk (a slice's start or end, a select's index that
+  // moved between walks: symbolic bounds), bound by match() like symbol_values.
+  mutable std::vector<std::optional<int64_t>> index_values;
   std::vector<OutputMeta> metas;
   // Fresh descriptions of this walk's ops whose inputs are all external, with their
   // scalars and depth: each could start a trace, and one coming round again closes a loop.

@@ -147,6 +147,17 @@ def kv_cache_step(rng, moving_until):
     return step
 
 
+@pytest.fixture
+def exact_bounds():
+    """Symbolic sizes and bounds off: each KV-cache step's slices are then a new path (on,
+    they are index symbols of one trace: tests/python/test_symbolic_bounds.py), the stream
+    the FreshPathPenalty is for."""
+    previous = kiln.set_config(symbolic_shapes=False)
+    yield
+    kiln.set_config(**previous)
+
+
+@pytest.mark.usefixtures("exact_bounds")
 def test_walks_that_take_a_new_path_every_step_stop_recording(rng):
     # Each step's slices have new bounds, so each walk records a new path that never gets
     # hot: recording cost 7x the eager step and compiled nothing. After 8 such walks in a
@@ -168,6 +179,7 @@ def test_walks_that_take_a_new_path_every_step_stop_recording(rng):
     assert after.traces == [], str(after)
 
 
+@pytest.mark.usefixtures("exact_bounds")
 def test_a_suspended_anchor_records_again_and_compiles_once_its_paths_repeat(rng):
     seed = int(rng.integers(1 << 30))
     step = kv_cache_step(np.random.default_rng(seed), moving_until=12)
