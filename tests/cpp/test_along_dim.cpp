@@ -100,8 +100,14 @@ TEST_P(AlongDim, IndexAddMatchesTheReference) {
     j[1] = index[static_cast<size_t>(i[1])];
     expected.at(j) += 2 * src.at(i);
   });
+  // Up to 6 terms land on one element, each sum rounded to d: in bfloat16 a partial sum
+  // of up to ~16 is off by up to half an ulp (1/32) per add, so cancellation to near 0
+  // leaves an absolute error that no relative tolerance covers (0.0117 seen on one seed).
+  Tol tol = is_float(d) ? tol_reduce(d) : tol_exact();
+  if (d == DType::BFloat16) tol.atol = 6 * (16.0 / 256) / 2;
+  if (d == DType::Float16) tol.atol = 6 * (16.0 / 2048) / 2;
   EXPECT_TRUE(all_close(kiln::index_add(make(x, d), 1, i64(index, {6}), make(src, d), 2),
-                        rounded(expected, d), is_float(d) ? tol_pointwise(d) : tol_exact()));
+                        rounded(expected, d), tol));
 }
 
 // The stable order of a line, NaN the largest.
