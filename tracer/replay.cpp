@@ -55,17 +55,18 @@ std::shared_ptr<const CompiledTrace> make_binding(const CompiledTrace& compiled,
   compiled.bindings->note_time(ms);
   compiled.bindings->add(key, bound);
   ++statistics.size_bindings;
-  log_line(kLogRecompiles, detail::cat(
-                               "trace ", compiled.id, " bound to (",
-                               [&] {
-                                 std::string s;
-                                 const size_t sizes = compiled.symbol_values.size();
-                                 for (size_t i = 0; i < key.size(); ++i)
-                                   s += detail::cat(i ? ", " : "", i < sizes ? "s" : "i",
-                                                    i < sizes ? i : i - sizes, "=", key[i]);
-                                 return s;
-                               }(),
-                               ") in ", ms, " ms (no recompile: symbolic sizes and bounds)"));
+  if (logging(kLogRecompiles))
+    log_line(kLogRecompiles, detail::cat(
+                                 "trace ", compiled.id, " bound to (",
+                                 [&] {
+                                   std::string s;
+                                   const size_t sizes = compiled.symbol_values.size();
+                                   for (size_t i = 0; i < key.size(); ++i)
+                                     s += detail::cat(i ? ", " : "", i < sizes ? "s" : "i",
+                                                      i < sizes ? i : i - sizes, "=", key[i]);
+                                   return s;
+                                 }(),
+                                 ") in ", ms, " ms (no recompile: symbolic sizes and bounds)"));
   return bound;
 }
 

@@ -162,7 +162,9 @@ class LlvmKernelBuild final : public KernelBuild {
         }
       }
     };
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    // Read once: hardware_concurrency() parses /sys on every call (most of a binding's
+    // finish() when it was asked per plan).
+    static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     // Beside the user's loop (the background compile thread) half the cores, so that the
     // eager steps meanwhile keep the other half: on this project's 2-core VMs, the GPT
     // step's compile on both cores made those steps 3.6x slower (it landed 6 steps
@@ -201,11 +203,12 @@ class LlvmKernelBuild final : public KernelBuild {
   void take(size_t s, CompiledKernel& k, const KernelBinary& bin) {
     k.fn = bin.fn;
     k.pin = bin.pin;
+    if (!dump_.active()) return;  // the timing lines are compile.txt's (KILN_DEBUG_DIR)
     static const char* const sources[] = {"memory", "disk cache", "compiled"};
     timings_ += "kernel " + std::to_string(s) + ": " + std::to_string(bin.ms) + " ms (" +
                 sources[static_cast<int>(bin.source)] + "), vector width " +
                 std::to_string(bin.vector_width) + " bits\n";
-    if (dump_.active()) dump_.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
+    dump_.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
   }
 
   const DebugDump& dump_;
