@@ -46,10 +46,11 @@ std::unique_ptr<tracer::Executable> JitBackend::compile(const TraceProgram& prog
       try {
         LoweredKernel lowered =
             lower_group(program, plan, step.group, !disabled.has(Pass::Simplify));
-        const std::string text = "step " + std::to_string(s) + " shape " + dims_str(lowered.shape) +
-                                 ":\n" + lowered.kernel.text();
+        // The kernels' text for KILN_DEBUG_DIR only (a binding to new sizes skips it).
+        if (dump.active())
+          kernel_text += "step " + std::to_string(s) + " shape " + dims_str(lowered.shape) + ":\n" +
+                         lowered.kernel.text();
         build->add(s, step.group, std::move(lowered));
-        kernel_text += text;
         kernel_steps.push_back(s);
       } catch (const std::exception& e) {
         for (int i : step.group.ops) banned.insert(i);

@@ -1,6 +1,8 @@
 #include "tracer/replay.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -16,12 +18,10 @@
 namespace kiln::tracer {
 namespace {
 
-// A symbolic trace bound to this walk's sizes (symbolic_shapes.h): itself at the sizes it
-// was compiled for, else the binding kept for these symbol values, else a new one (the
-// walk's program through the backend: planned again, kernels from the kernel cache).
-std::shared_ptr<const CompiledTrace> bind_sizes(const CompiledTrace& compiled, const Walk& walk,
-                                                TraceStatistics& statistics) {
-  // The key: the size symbols' values, then the index symbols' (symbolic bounds).
+// The key of a symbolic trace's binding for this walk's sizes and bounds (symbolic_shapes.h):
+// the size symbols' values, then the index symbols'; nullopt at the values it was compiled
+// for (its own executable runs).
+std::optional<std::vector<int64_t>> binding_key(const CompiledTrace& compiled, const Walk& walk) {
   std::vector<int64_t> key = walk.symbol_values;
   key.resize(compiled.symbol_values.size(), 0);
   std::vector<int64_t> compiled_key = compiled.symbol_values;
@@ -29,8 +29,15 @@ std::shared_ptr<const CompiledTrace> bind_sizes(const CompiledTrace& compiled, c
     key.push_back(i < walk.index_values.size() && walk.index_values[i] ? *walk.index_values[i] : 0);
     compiled_key.push_back(compiled.index_values[i]);
   }
-  if (key == compiled_key) return nullptr;
-  if (auto bound = compiled.bindings->find(key)) return bound;
+  if (key == compiled_key) return std::nullopt;
+  return key;
+}
+
+// A new binding of `compiled` at `key`: the walk's program through the backend (planned
+// again, kernels from the kernel cache), kept in compiled.bindings.
+std::shared_ptr<const CompiledTrace> make_binding(const CompiledTrace& compiled, const Walk& walk,
+                                                  const std::vector<int64_t>& key,
+                                                  TraceStatistics& statistics) {
   const int64_t start = trace_clock_ns();
   TraceProgram program = walk.program();
   program.live = compiled.program.live;
@@ -48,17 +55,18 @@ std::shared_ptr<const CompiledTrace> bind_sizes(const CompiledTrace& compiled, c
   compiled.bindings->note_time(ms);
   compiled.bindings->add(key, bound);
   ++statistics.size_bindings;
-  log_line(kLogRecompiles, detail::cat(
-                               "trace ", compiled.id, " bound to (",
-                               [&] {
-                                 std::string s;
-                                 const size_t sizes = compiled.symbol_values.size();
-                                 for (size_t i = 0; i < key.size(); ++i)
-                                   s += detail::cat(i ? ", " : "", i < sizes ? "s" : "i",
-                                                    i < sizes ? i : i - sizes, "=", key[i]);
-                                 return s;
-                               }(),
-                               ") in ", ms, " ms (no recompile: symbolic sizes and bounds)"));
+  if (logging(kLogRecompiles))
+    log_line(kLogRecompiles, detail::cat(
+                                 "trace ", compiled.id, " bound to (",
+                                 [&] {
+                                   std::string s;
+                                   const size_t sizes = compiled.symbol_values.size();
+                                   for (size_t i = 0; i < key.size(); ++i)
+                                     s += detail::cat(i ? ", " : "", i < sizes ? "s" : "i",
+                                                      i < sizes ? i : i - sizes, "=", key[i]);
+                                   return s;
+                                 }(),
+                                 ") in ", ms, " ms (no recompile: symbolic sizes and bounds)"));
   return bound;
 }
 
@@ -112,14 +120,36 @@ std::shared_ptr<const CompiledTrace> replay_compiled(Walk& walk, TraceNode& node
                                                      TraceStatistics& statistics) {
   if (walk.partial && walk.partial_node != &node)
     throw std::logic_error("[tracer] a partial run ended at another trace than its own");
-  std::shared_ptr<const CompiledTrace> bound =
-      node.compiled->symbolic() ? bind_sizes(*node.compiled, walk, statistics) : nullptr;
+  // The speed trial's eager turn runs the same ops with the eager kernels (same values).
+  const bool eager_turn = node.speed.eager_turn(*node.compiled);
+  // A symbolic trace runs bound to the walk's sizes and bounds: itself at those it was
+  // compiled for, else the binding kept for them, else a new one, timed for the speed
+  // trial (what the replay costs). An eager turn makes none: it runs the walk's program.
+  std::shared_ptr<const CompiledTrace> bound;
+  std::optional<TraceProgram> unbound;  // an eager turn's program where no binding is kept
+  int64_t binding_ns = 0;
+  if (node.compiled->symbolic()) {
+    if (std::optional<std::vector<int64_t>> key = binding_key(*node.compiled, walk)) {
+      bound = node.compiled->bindings->find(*key);
+      if (!bound && eager_turn) {
+        unbound = walk.program();
+        unbound->live = node.compiled->program.live;
+      } else if (!bound) {
+        const int64_t start = trace_clock_ns();
+        bound = make_binding(*node.compiled, walk, *key, statistics);
+        binding_ns = std::max<int64_t>(1, trace_clock_ns() - start);
+      }
+    }
+  }
   const CompiledTrace& compiled = bound ? *bound : *node.compiled;
+  const TraceProgram& program = unbound ? *unbound : compiled.program;
   lazy::tls_pending = false;
   std::vector<Tensor> values;
   VerifyReference reference;
-  if (config().verify) reference = verify_reference(compiled, walk.externals, walk.scalars);
-  std::vector<bool> wanted(compiled.program.ops.size(), false);
+  // (An unbound eager turn is eager itself: nothing to verify.)
+  const bool verify = config().verify && !unbound;
+  if (verify) reference = verify_reference(compiled, walk.externals, walk.scalars);
+  std::vector<bool> wanted(program.ops.size(), false);
   bool trial_done = false;
   for (size_t i = 0; i < wanted.size() && i < walk.outputs.size(); ++i)
     wanted[i] = !walk.outputs[i].expired();
@@ -132,15 +162,12 @@ std::shared_ptr<const CompiledTrace> replay_compiled(Walk& walk, TraceNode& node
       e->kernels = compiled.executable->kernel_count();
       e->ops = static_cast<int>(compiled.program.ops.size());
     }
-    // The speed trial's eager turn runs the same ops with the eager kernels (same values).
-    const bool eager_turn = node.speed.eager_turn(compiled);
     const int64_t start = trace_clock_ns();
     if (walk.partial) {  // advance_partial started it: the rest of its parts
       std::unique_ptr<PartialRun> partial = std::move(walk.partial);
       partial->finish(walk.externals, walk.scalars, values, wanted);
     } else if (eager_turn) {
-      interpret(compiled.program, compiled.program.ops.size(), walk.externals, walk.scalars,
-                values);
+      interpret(program, program.ops.size(), walk.externals, walk.scalars, values);
     } else {
       compiled.executable->run(walk.externals, walk.scalars, values, wanted);
     }
@@ -148,13 +175,14 @@ std::shared_ptr<const CompiledTrace> replay_compiled(Walk& walk, TraceNode& node
     if (bound) compiled.executable->release_scratch();
     const int64_t took = trace_clock_ns() - start;
     statistics.replay_ns += took;
-    statistics.replay_ops += static_cast<int64_t>(compiled.program.ops.size());
-    trial_done = node.speed.note_replay(eager_turn, took);
+    statistics.replay_ops += static_cast<int64_t>(program.ops.size());
+    trial_done = node.speed.note_replay(eager_turn, took, binding_ns);
   }
-  if (config().verify) verify_replay(compiled, values, reference, walk.scalars, walk.outputs);
+  if (verify) verify_replay(compiled, values, reference, walk.scalars, walk.outputs);
   bind_outputs(walk, values);
   ++node.replays;
-  std::shared_ptr<const CompiledTrace> ran = bound ? bound : node.compiled;
+  // An unbound eager turn ran no compiled trace: none to report.
+  std::shared_ptr<const CompiledTrace> ran = bound ? bound : unbound ? nullptr : node.compiled;
   if (trial_done) judge_speed(*walk.anchor, node, statistics);
   return ran;
 }

@@ -20,8 +20,10 @@ void advance_partial(Walk& walk);
 
 // Runs node.compiled for the walk (which ended at node) and binds its outputs; counts the
 // replay and its time in `statistics`, and in the trace's speed trial (speed_check.h),
-// which may leave the anchor eager once it is complete. Returns the trace that ran: a
-// symbolic one's binding to the walk's sizes and bounds, else node.compiled.
+// which may leave the anchor eager once it is complete (a binding made for this walk is
+// part of the replay's cost there). Returns the trace that ran: a symbolic one's binding
+// to the walk's sizes and bounds, else node.compiled; nullptr for the trial's eager turn
+// at sizes or bounds no binding has (it ran the walk's own program eagerly).
 std::shared_ptr<const CompiledTrace> replay_compiled(Walk& walk, TraceNode& node,
                                                      TraceStatistics& statistics);
 

@@ -83,7 +83,12 @@ std::string ExplainReport::table() const {
       if (t.replay_ms >= 0 && t.eager_ms >= 0)
         os << "        speed: replay " << fixed(t.replay_ms, 3) << " ms vs eager "
            << fixed(t.eager_ms, 3)
-           << " ms (medians): " << fixed(t.eager_ms / std::max(t.replay_ms, 1e-6)) << "x\n";
+           << " ms (medians): " << fixed(t.eager_ms / std::max(t.replay_ms, 1e-6)) << "x"
+           << (t.bound_samples > 0
+                   ? "; " + std::to_string(t.bound_samples) +
+                         " replay sample(s) bound a plan, runs alone " + fixed(t.run_ms, 3) + " ms"
+                   : std::string())
+           << "\n";
       if (!t.eager_reason.empty()) os << "        stays eager: " << t.eager_reason << "\n";
       std::string ops;
       for (size_t i = 0; i < t.ops.size(); ++i) ops += (i ? " -> " : "") + t.ops[i];
@@ -162,7 +167,9 @@ std::string ExplainReport::json() const {
                            ", \"stays_eager\": " + (t.stays_eager ? "true" : "false") +
                            ", \"eager_reason\": " + quoted(t.eager_reason) +
                            ", \"replay_median_ms\": " + optional_ms(t.replay_ms) +
-                           ", \"eager_median_ms\": " + optional_ms(t.eager_ms) + "}";
+                           ", \"eager_median_ms\": " + optional_ms(t.eager_ms) +
+                           ", \"speed_bound_samples\": " + std::to_string(t.bound_samples) +
+                           ", \"run_median_ms\": " + optional_ms(t.run_ms) + "}";
                   })
      << ", \"graph_breaks\": "
      << json_list(

@@ -28,6 +28,10 @@ struct TraceReport {
   // (tracer/speed_check.h); -1 until measured, and for traces not judged (not on the CPU).
   double replay_ms = -1;
   double eager_ms = -1;
+  // A symbolic trace's share of that: how many of the replay samples bound its plan to
+  // new sizes or bounds (their binding is in replay_ms), and the median of the runs alone.
+  int bound_samples = 0;
+  double run_ms = -1;
   std::vector<std::string> notes;  // what stayed unfused and why
   // Symbolic sizes (tracer/symbolic_shapes.h): which dims are symbols, as relations
   // ("s0 = dim 0 of in0 = dim 0 of in3 (compiled at 12)") and which slice or select bounds

@@ -44,18 +44,26 @@ bool SpeedTrial::eager_turn(const CompiledTrace& compiled) {
   return replays_ >= kSpeedUnsampledReplays && (replays_ - kSpeedUnsampledReplays) % 2 == 1;
 }
 
-bool SpeedTrial::note_replay(bool eager, int64_t ns) {
+bool SpeedTrial::note_replay(bool eager, int64_t ns, int64_t binding_ns) {
   if (done_ || skipped_) return false;
   if (replays_++ < kSpeedUnsampledReplays) return false;
-  (eager ? eager_ns_ : replay_ns_).push_back(ns);
+  if (eager) {
+    eager_ns_.push_back(ns);
+  } else {
+    replay_ns_.push_back(binding_ns + ns);
+    run_ns_.push_back(ns);
+    bound_samples_ += binding_ns > 0;
+  }
   if (static_cast<int>(replay_ns_.size()) < kSpeedSamples ||
       static_cast<int>(eager_ns_.size()) < kSpeedSamples)
     return false;
   replay_median_ = median(replay_ns_);
   eager_median_ = median(eager_ns_);
+  run_median_ = median(run_ns_);
   done_ = true;
   replay_ns_ = {};
   eager_ns_ = {};
+  run_ns_ = {};
   return true;
 }
 
@@ -64,18 +72,25 @@ void judge_speed(Anchor& anchor, const TraceNode& node, TraceStatistics& statist
   const CompiledTrace& compiled = *node.compiled;
   TraceLifecycle& lifecycle = anchor.lifecycle;
   const std::string replay = ms(trial.replay_median_ns()), eager = ms(trial.eager_median_ns());
+  // Where samples bound a plan to new sizes or bounds: how many, and the runs alone.
+  const std::string binding =
+      trial.bound_samples() == 0
+          ? std::string()
+          : detail::cat(" (binding a plan to new sizes or bounds in ", trial.bound_samples(),
+                        " of ", kSpeedSamples, " replays; runs alone ", ms(trial.run_median_ns()),
+                        ")");
   if (!trial.slower_than_eager() || lifecycle.state() != TraceState::Compiled) {
     if (logging(kLogPerf)) {
       char ratio[32];
       std::snprintf(ratio, sizeof ratio, "%.2fx",
                     trial.eager_median_ns() / std::max(1.0, trial.replay_median_ns()));
-      log_line(kLogPerf, detail::cat("trace ", compiled.id, " replays in ", replay, " vs ", eager,
-                                     " eager (medians of ", kSpeedSamples, "): ", ratio, " at ",
-                                     lifecycle.site().str()));
+      log_line(kLogPerf, detail::cat("trace ", compiled.id, " replays in ", replay, binding, " vs ",
+                                     eager, " eager (medians of ", kSpeedSamples, "): ", ratio,
+                                     " at ", lifecycle.site().str()));
     }
     return;
   }
-  const BreakCause cause{BreakReason::SlowerThanEager, detail::cat(replay, " vs ", eager)};
+  const BreakCause cause{BreakReason::SlowerThanEager, detail::cat(replay, binding, " vs ", eager)};
   check_break_cause(cause, BreakPhase::Lifecycle);
   lifecycle.on_slower_than_eager(cause);
   statistics.note_eager_anchor(

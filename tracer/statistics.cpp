@@ -90,6 +90,8 @@ ExplainReport TraceStatistics::explain(const TraceTree& tree) const {
     if (const auto& cause = anchor->lifecycle.eager_cause()) t.eager_reason = cause->message();
     t.replay_ms = node->speed.replay_median_ns() / 1e6;
     t.eager_ms = node->speed.eager_median_ns() / 1e6;
+    t.bound_samples = node->speed.bound_samples();
+    t.run_ms = node->speed.run_median_ns() / 1e6;
     r.compile_ms += compiled.compile_ms;
     r.traces.push_back(std::move(t));
   }

@@ -412,7 +412,9 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   }
   const bool eager = walk_.mode == WalkMode::Eager || walk_.mode == WalkMode::EagerSingle;
   bool replayed = false;
-  std::shared_ptr<const CompiledTrace> ran;  // the trace that ran (a symbolic one: bound)
+  // The trace that ran (a symbolic one: bound; none for a speed trial's eager turn that
+  // ran the walk's own program).
+  std::shared_ptr<const CompiledTrace> ran;
   try {
     if (walk_.mode == WalkMode::Replay && !walk_.at_root()) {
       if (walk_.node->compiled && kind != Boundary::Abort) {
@@ -430,7 +432,7 @@ void Tracer::end_walk(Boundary kind, const BreakCause* cause, const UserSite& si
   lazy::tls_pending = false;
   // Any other end of a walk inside the outermost region cuts its walk in two.
   if (kind != Boundary::Region || (!keep_region_plan_ && !regions_.empty())) region_clean_ = false;
-  if (keep_region_plan_ && replayed && region_clean_ &&
+  if (keep_region_plan_ && replayed && ran && region_clean_ &&
       statistics_.host_side_ops + statistics_.independent_reads == region_side_ops_ &&
       launchable(ran->program)) {
     region_plan_ = RegionPlan{ran, walk_.externals, walk_.scalars, walk_.outputs};

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -121,38 +122,56 @@ class LlvmKernelBuild final : public KernelBuild {
     // Each different kernel compiles once: steps whose kernels have the same text (a
     // layer's kernels in every layer) wait for it rather than compile it beside it.
     std::vector<size_t> todo;
+    std::vector<const std::string*> texts;          // per todo entry: its kernel's text
     std::vector<std::pair<size_t, size_t>> copies;  // (step, index in todo it takes)
     std::unordered_map<std::string, size_t> first;
     for (size_t s = 0; s < kernels_.size(); ++s) {
       if (!kernels_[s] || kernels_[s]->fn) continue;
       auto [it, added] = first.emplace(kernels_[s]->lowered.kernel.text(), todo.size());
-      if (added)
+      if (added) {
         todo.push_back(s);
-      else
+        texts.push_back(&it->first);
+      } else {
         copies.emplace_back(s, it->second);
+      }
     }
     std::vector<KernelBinary> bins(todo.size());
+    // Kernels already loaded are taken here; threads start only for the rest (a trace
+    // bound to new sizes finds all of its kernels loaded: no thread to start and join).
+    std::vector<size_t> missing;
+    for (size_t i = 0; i < todo.size(); ++i) {
+      std::optional<KernelBinary> hit;
+      if (!dump_.active()) hit = LlvmJit::instance().find_loaded(*texts[i]);
+      if (hit)
+        bins[i] = std::move(*hit);
+      else
+        missing.push_back(i);
+    }
     std::atomic<size_t> next{0};
     std::exception_ptr error;
     std::mutex error_mutex;
     auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+      for (size_t m; (m = next.fetch_add(1)) < missing.size();) {
+        const size_t i = missing[m];
         try {
-          bins[i] = LlvmJit::instance().get(kernels_[todo[i]]->lowered.kernel, dump_.active());
+          bins[i] =
+              LlvmJit::instance().get(kernels_[todo[i]]->lowered.kernel, dump_.active(), texts[i]);
         } catch (...) {
           std::lock_guard<std::mutex> lock(error_mutex);
           if (!error) error = std::current_exception();
         }
       }
     };
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    // Read once: hardware_concurrency() parses /sys on every call (most of a binding's
+    // finish() when it was asked per plan).
+    static const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
     // Beside the user's loop (the background compile thread) half the cores, so that the
     // eager steps meanwhile keep the other half: on this project's 2-core VMs, the GPT
     // step's compile on both cores made those steps 3.6x slower (it landed 6 steps
     // sooner); on one, 1.3-1.9x (docs/results/llvm_compile_time_cpu.txt).
     const unsigned width = tracer::on_compile_thread() ? std::max(1u, cores / 2) : cores;
     const size_t helpers =
-        std::min<size_t>({todo.size() ? todo.size() - 1 : 0, kCompileThreads - 1, width - 1});
+        std::min<size_t>({missing.size() ? missing.size() - 1 : 0, kCompileThreads - 1, width - 1});
     std::vector<std::thread> threads;
     for (size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
     work();
@@ -184,11 +203,12 @@ class LlvmKernelBuild final : public KernelBuild {
   void take(size_t s, CompiledKernel& k, const KernelBinary& bin) {
     k.fn = bin.fn;
     k.pin = bin.pin;
+    if (!dump_.active()) return;  // the timing lines are compile.txt's (KILN_DEBUG_DIR)
     static const char* const sources[] = {"memory", "disk cache", "compiled"};
     timings_ += "kernel " + std::to_string(s) + ": " + std::to_string(bin.ms) + " ms (" +
                 sources[static_cast<int>(bin.source)] + "), vector width " +
                 std::to_string(bin.vector_width) + " bits\n";
-    if (dump_.active()) dump_.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
+    dump_.write("kernel-" + std::to_string(s) + ".ll", bin.llvm_ir);
   }
 
   const DebugDump& dump_;

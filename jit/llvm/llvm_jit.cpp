@@ -198,9 +198,25 @@ LlvmJit& LlvmJit::instance() {
 LlvmJit::LlvmJit() : impl_(new Impl) {}
 LlvmJit::~LlvmJit() = default;  // the JIT lives as long as the process (code stays callable)
 
-KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir) {
+std::optional<KernelBinary> LlvmJit::find_loaded(const std::string& text) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string text = kernel.text();
+  KernelBinary out;
+  out.key = hex64(fnv1a(text)) + hex64(fnv1a(text, 0x9e3779b97f4a7c15ull)) + "-" +
+            hex64(fnv1a(impl_->host));
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  std::shared_ptr<Impl::Linked> e = impl_->loaded.find(out.key);
+  if (!e) return std::nullopt;
+  ++impl_->stats.memory_hits;
+  out.fn = e->fn;
+  out.pin = e;
+  out.source = KernelBinary::Source::Memory;
+  out.ms = ms_since(t0);
+  return out;
+}
+
+KernelBinary LlvmJit::get(const Kernel& kernel, bool keep_ir, const std::string* given_text) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string text = given_text ? *given_text : kernel.text();
   KernelBinary out;
   out.key = hex64(fnv1a(text)) + hex64(fnv1a(text, 0x9e3779b97f4a7c15ull)) + "-" +
             hex64(fnv1a(impl_->host));

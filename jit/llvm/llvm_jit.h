@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "jit/kernel_ir.h"
@@ -53,7 +54,12 @@ class LlvmJit {
   static LlvmJit& instance();
   // keep_ir: also return the optimized LLVM IR (for KILN_DEBUG_DIR). Thread-safe; several
   // threads compile different kernels at once.
-  KernelBinary get(const Kernel& kernel, bool keep_ir = false);
+  // `text`: kernel.text() when the caller has it (else get() makes it).
+  KernelBinary get(const Kernel& kernel, bool keep_ir = false, const std::string* text = nullptr);
+  // The kernel of this text when the in-memory table has it (a memory hit, as get()
+  // counts it), else nullopt; never compiles or reads the disk cache. Cheap: a trace
+  // bound to new sizes finds its kernels here without starting compile threads.
+  std::optional<KernelBinary> find_loaded(const std::string& text);
   // KILN_LLVM_JIT_FAIL is set: get() compiles nothing (it still finds cached kernels).
   static bool compile_refused();
   LlvmJitStats stats() const;

@@ -1,6 +1,8 @@
-// A trace backend slower than eager on purpose, for the speed check's tests: it runs the
-// trace through the eager kernels (results equal eager) after sleeping `delay`. While a
-// SlowBackendScope lives, it is tried before every other backend.
+// Backends slow on purpose, for the speed check's and background compile's tests (their
+// verdicts then deterministic): SlowBackend runs the trace through the eager kernels
+// (results equal eager) after sleeping `delay`; SlowBindingBackend sleeps in every compile
+// (a symbolic trace's bindings); DelayedCompileBackend sleeps in compile or fails. While
+// their scope lives, each is tried before every other backend.
 #pragma once
 
 #include <atomic>
@@ -40,6 +42,36 @@ class SlowBackend final : public kiln::tracer::TraceBackend {
     kiln::tracer::TraceProgram program_;
     std::chrono::microseconds delay_;
   };
+  std::chrono::microseconds delay_;
+};
+
+// A backend whose every compile sleeps `delay` first and then hands the program to the
+// backends after it (the LLVM JIT: a fused executable, judged by the speed check), so a
+// symbolic trace's binding to new sizes or bounds costs at least `delay`. While a
+// SlowBindingScope lives, it is tried before every other backend.
+class SlowBindingBackend final : public kiln::tracer::TraceBackend {
+ public:
+  explicit SlowBindingBackend(std::chrono::microseconds delay) : delay_(delay) {}
+  std::unique_ptr<kiln::tracer::Executable> compile(
+      const kiln::tracer::TraceProgram& program) override {
+    thread_local bool nested = false;
+    if (nested) return nullptr;  // compile_trace below: the next backend takes it
+    std::this_thread::sleep_for(delay_);
+    ++compiles;
+    nested = true;
+    std::unique_ptr<kiln::tracer::Executable> executable;
+    try {
+      executable = kiln::tracer::compile_trace(program);
+    } catch (...) {
+      nested = false;
+      throw;
+    }
+    nested = false;
+    return executable;
+  }
+  std::atomic<int> compiles{0};
+
+ private:
   std::chrono::microseconds delay_;
 };
 
@@ -94,6 +126,25 @@ class SlowBackendScope {
 
  private:
   SlowBackend backend_;
+};
+
+class SlowBindingScope {
+ public:
+  explicit SlowBindingScope(std::chrono::microseconds delay) : backend_(delay) {
+    kiln::tracer::wait_for_running_compile();  // the backend list changes under no compile
+    kiln::tracer::register_backend_first(&backend_);
+  }
+  ~SlowBindingScope() {
+    kiln::tracer::wait_for_compiles();
+    kiln::tracer::wait_for_running_compile();
+    kiln::tracer::unregister_backend(&backend_);
+  }
+  SlowBindingScope(const SlowBindingScope&) = delete;
+  SlowBindingScope& operator=(const SlowBindingScope&) = delete;
+  int compiles() const { return backend_.compiles; }
+
+ private:
+  SlowBindingBackend backend_;
 };
 
 }  // namespace kt
