@@ -149,6 +149,8 @@ def worker(args):
             sync()
             warmup_ms.append((time.perf_counter() - ts) * 1e3)
             compiling.append(bool(in_flight()))
+        if traced and in_flight and not in_flight():
+            fw.synchronize_compiles()  # nothing in flight: installs the plans that are done
         res["warmup_ms"] = warmup_ms
         res["compiling_after_step"] = compiling
         before = explain_snapshot(fw) if traced else None
