@@ -21,23 +21,6 @@ using Rewrite = AttentionRewrite;
 
 constexpr double kMinusInfinity = -std::numeric_limits<double>::infinity();
 
-// The program's reads, by value: readers[v] lists each op reading canonical value v once
-// per read (inputs and in-place targets), over the ops the plan keeps.
-std::vector<std::vector<int>> readers_of(const TraceProgram& p, const FusionPlan& plan) {
-  const int n = static_cast<int>(p.ops.size());
-  std::vector<std::vector<int>> readers(n);
-  for (int i = 0; i < n; ++i) {
-    if (plan.canonical[i] != i) continue;
-    auto note = [&](const InputRef& r) {
-      if (r.kind == InputRef::Kind::Value && plan.canonical[r.index] >= 0)
-        readers[plan.canonical[r.index]].push_back(i);
-    };
-    for (const InputRef& r : p.ops[i].inputs) note(r);
-    if (p.ops[i].in_place) note(p.ops[i].target);
-  }
-  return readers;
-}
-
 bool flag(const std::vector<bool>& v, int i) { return i < static_cast<int>(v.size()) && v[i]; }
 
 // The strides a value or external has whatever the run (its guard, or the op's metadata:
@@ -142,7 +125,7 @@ bool is_fill(const TraceProgram& p, const FusionPlan& plan, const InputRef& r) {
 class Matcher {
  public:
   Matcher(const TraceProgram& p, const FusionPlan& plan, const AttentionKernels& kernels)
-      : p_(p), plan_(plan), kernels_(kernels), readers_(readers_of(p, plan)) {}
+      : p_(p), plan_(plan), kernels_(kernels), readers_(value_readers(p, plan)) {}
 
   // The rewrite of the pattern ending in softmax op w, if it is one and safe.
   bool match(int w, Rewrite* out) {

@@ -515,4 +515,19 @@ void mark_stored(const TraceProgram& p, const FusionOptions&, FusionPlan& plan) 
   }
 }
 
+std::vector<std::vector<int>> value_readers(const TraceProgram& p, const FusionPlan& plan) {
+  const int n = static_cast<int>(p.ops.size());
+  std::vector<std::vector<int>> readers(n);
+  for (int i = 0; i < n; ++i) {
+    if (plan.canonical[i] != i) continue;
+    auto note = [&](const InputRef& r) {
+      if (r.kind == InputRef::Kind::Value && plan.canonical[r.index] >= 0)
+        readers[plan.canonical[r.index]].push_back(i);
+    };
+    for (const InputRef& r : p.ops[i].inputs) note(r);
+    if (p.ops[i].in_place) note(p.ops[i].target);
+  }
+  return readers;
+}
+
 }  // namespace kiln::jit

@@ -63,4 +63,10 @@ void hoist_narrowing_ops(const tracer::TraceProgram& program, FusionPlan& plan);
 void mark_stored(const tracer::TraceProgram& program, const FusionOptions& options,
                  FusionPlan& plan);
 
+// The plan's reads by value: readers[v] lists each op the plan keeps (its own canonical
+// value) that reads canonical value v, once per read (inputs and in-place targets). The
+// rewrites after store (epilogue, attention) ask who reads an intermediate.
+std::vector<std::vector<int>> value_readers(const tracer::TraceProgram& program,
+                                            const FusionPlan& plan);
+
 }  // namespace kiln::jit

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "jit/plan_passes.h"
+
 namespace kiln::jit::cuda_backend {
 namespace {
 
@@ -29,16 +31,7 @@ bool contiguous_input(const TraceProgram& p, const FusionPlan& plan, const Input
 
 std::map<int, FoldedMatmul> fold_matmul_epilogues(const TraceProgram& p, FusionPlan& plan) {
   const int n = static_cast<int>(p.ops.size());
-  std::vector<std::vector<int>> readers(n);
-  for (int i = 0; i < n; ++i) {
-    if (plan.canonical[i] != i) continue;
-    auto note = [&](const InputRef& r) {
-      if (r.kind == InputRef::Kind::Value && plan.canonical[r.index] >= 0)
-        readers[plan.canonical[r.index]].push_back(i);
-    };
-    for (const InputRef& r : p.ops[i].inputs) note(r);
-    if (p.ops[i].in_place) note(p.ops[i].target);
-  }
+  const std::vector<std::vector<int>> readers = value_readers(p, plan);
   auto held = [&](int i) {
     return plan.escapes[i] || (i < static_cast<int>(p.live.size()) && p.live[i]);
   };
