@@ -47,6 +47,11 @@ class KilnGpu(cw.Kiln if cw else object):
         super().__init__(mode)  # cw.Kiln: kiln.set_tracing(False) for both modes
         kiln = self.kiln
         self.device = device
+        if mode == "traced":
+            # Compiles on the calling thread (the default is in the background): the
+            # table times the call that compiles (cold and warm cache) and then the
+            # replays, so no timed loop runs eagerly beside a compile still in flight.
+            kiln.set_config(background_compile=False)
         if device == "cuda":
             if not kiln.cuda.is_available():
                 raise RuntimeError(f"kiln sees no CUDA device (kiln.cuda.is_built() = "

@@ -347,10 +347,6 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
     }
     return;
   }
-  // CUDA traces compile on the user's thread for now: on the H100 (2026-11-28) no plan of
-  // bench/models' GPT, CNN or LSTM steps was ever installed from the compile thread in
-  // 40 steps (0 compiles, the steps ran eagerly), while the C++ test of one CUDA trace
-  // passed; a background NVRTC compile beside a running training loop is left to fix.
   TraceProgram program = now ? std::move(*now) : walk.program();
   if (general) {
     set_guards(program, general->guards);
@@ -369,7 +365,7 @@ void on_trace_ended(TraceTree& tree, Anchor& anchor, TraceNode& node, const Walk
         }
     }
   }
-  if (config().background_compile && home_device(program).is_cpu()) {
+  if (config().background_compile) {
     anchor.pending = std::make_shared<CompileJob>(std::move(program), walk.exit_cause);
     anchor.pending_node = &node;
     submit_compile(anchor.pending);

@@ -10,8 +10,9 @@ Method: every (model, system) pair runs in a new worker process (this script wit
 --worker) with empty compile caches (KILN_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR), so the
 first step and the first 10 steps are a cold start. After --warmup steps (for kiln
 traced: and then until its background compiles have landed, at most 3x --warmup steps in
-all; the notes say after which step each model's compile landed and how slow the eager
-steps beside it were, against kiln eager's median step), --repeats
+all or WARMUP_WAIT_S seconds; the notes say after which step each model's compile landed,
+how long from the first step that took, and how slow the eager steps beside it were,
+against kiln eager's median step), --repeats
 loops of --steps steps are timed (synchronized at the end) and the median per-step time
 is kept. Each step keeps what user code keeps (the loss read with item() every step;
 the inference loop's last-position output copied to the host). kiln traced also reports,
@@ -49,6 +50,10 @@ MODELS = {  # name -> (module, kind, tolerance of the check against PyTorch eage
     "block": ("block", "infer", 1e-3),
     "lstm": ("lstm", "train", 0.02),
 }
+# kiln traced's warmup goes on while a background compile is in flight: to 3x --warmup
+# steps, or longer while under this many seconds (short steps: a CNN step of 2.5 ms on a
+# GPU is over long before a one-second NVRTC compile).
+WARMUP_WAIT_S = 20.0
 SYSTEMS = ("kiln_traced", "kiln_eager", "torch_eager", "torch_compile")
 LABELS = {"kiln_traced": "kiln traced", "kiln_eager": "kiln eager", "torch_eager": "torch eager",
           "torch_compile": "torch.compile", "kiln_verify": "kiln KILN_VERIFY=1"}
@@ -141,9 +146,11 @@ def worker(args):
             if i == 9:
                 res["first10_s"] = time.perf_counter() - t0
         # A JIT is warm once its compiles have landed: kiln traced warms up on until its
-        # background compiles land (at most twice the warmup again), and says how long.
+        # background compiles land (up to 3x the warmup steps or WARMUP_WAIT_S), and says
+        # how long.
         while traced and in_flight and compiling and compiling[-1] and \
-                len(warmup_ms) < 3 * max(10, args.warmup):
+                (len(warmup_ms) < 3 * max(10, args.warmup) or
+                 time.perf_counter() - t0 < WARMUP_WAIT_S):
             ts = time.perf_counter()
             case.step()
             sync()
@@ -295,6 +302,8 @@ def table(results, args):
             landed = busy_steps[-1] + 1
             when = (f"landed before step {landed}" if landed < len(tr["warmup_ms"])
                     else "still in flight after the last")
+            if landed < len(tr["warmup_ms"]):  # the first step at full speed included
+                when += f", {sum(tr['warmup_ms'][:landed + 1]) / 1e3:.2f} s from the first step"
             notes.append(f"{model}: kiln traced's background compile was in flight after "
                          f"steps {busy_steps[0]}-{busy_steps[-1]} of {len(tr['warmup_ms'])} "
                          f"warmup steps ({when}); "

@@ -134,13 +134,17 @@ TEST_F(BackgroundCompile, LlvmPlanFromTheCompileThreadEqualsEager) {
   EXPECT_EQ(report.traces[0].replays, 4);
 }
 
-// CUDA traces compile on the user's thread for now (tracer/lifecycle.cpp: on the H100 no
-// plan of a training loop was installed from the compile thread); the CUDA Graph is
-// captured at the first replay. Results equal eager CPU's before and after; the plan
-// replays as a graph.
-TEST_F(BackgroundCompile, CudaTracesCompileOnTheUserThreadAndEqualEager) {
+// CUDA traces compile in the background too (NVRTC, the CUBIN load through the
+// context-free library API, cuBLASLt with the device set): the log says "in the
+// background", results equal eager CPU's before and after the swap, and the plan replays
+// as a CUDA graph captured on the user's thread at its first replay.
+TEST_F(BackgroundCompile, CudaTracesCompileInTheBackgroundAndEqualEager) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
   tr::config().jit = true;
+  std::FILE* log = std::tmpfile();
+  ASSERT_NE(log, nullptr);
+  tr::config().log_file = log;
+  tr::config().log_mask = tr::parse_log_categories("trace");
   const Tensor xc = random_tensor({33, 65}), wc = random_tensor({65});
   const Tensor x = xc.cuda(), w = wc.cuda();
   auto long_body = [](const Tensor& a, const Tensor& b) {
@@ -156,6 +160,16 @@ TEST_F(BackgroundCompile, CudaTracesCompileOnTheUserThreadAndEqualEager) {
     ASSERT_TRUE(all_close(y, ref, Tol{1e-4, 1e-5})) << "iteration " << i;  // 40 chained tanh
     if (i == 1) tr::wait_for_compiles();
   }
+  std::fflush(log);
+  std::rewind(log);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, log)) > 0;) text.append(buf, n);
+  tr::config().log_file = stderr;
+  tr::config().log_mask = 0;
+  std::fclose(log);
+  EXPECT_NE(text.find("(nvrtc, "), std::string::npos) << text;
+  EXPECT_NE(text.find(", in the background) at "), std::string::npos) << text;
   const tr::ExplainReport report = tr::explain();
   ASSERT_EQ(report.traces.size(), 1u) << report.table();
   const tr::TraceReport& t = report.traces[0];
