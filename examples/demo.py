@@ -3,7 +3,7 @@
 written the way a PyTorch user writes it, gets faster after a warmup.
 
 It runs the seed MLP and a transformer block (attention + layer_norm + MLP) for N
-iterations, on the GPU when there is one, else the CPU, with no kiln-specific change to
+iterations (and on while a background compile is in flight), on the GPU when there is one, else the CPU, with no kiln-specific change to
 the model code: kiln's tracer records the op stream, compiles it once it repeats and
 replays fused kernels. The loop prints the loss every few iterations (``loss.item()``,
 as users do): a deliberate graph break, which explain() reports with its cost.
@@ -104,7 +104,18 @@ def train(mlp, block, x, tokens, target, device, n, every, quiet=False):
     """The training-script loop; returns per-iteration times, compile events (iteration,
     label) and the losses printed."""
     times, events, losses, compiled = [], [], [], 0
-    for i in range(n):
+    in_flight = getattr(getattr(kiln, "_kiln", None), "_compiles_in_flight", lambda: 0)
+    start, i = time.perf_counter(), 0
+    while True:
+        if i >= n:
+            # Compiles run in the background while the loop goes on eagerly, so a plan
+            # may land after the n iterations (a GPU trace's NVRTC compile takes about a
+            # second; 200 iterations of this loop take a tenth of that). The loop runs on
+            # until none is in flight and the last landed n // 2 iterations ago (at most
+            # 60 s), so that the steady state below is one.
+            last = events[-1][0] if events else -1
+            if (not in_flight() and i - last > n // 2) or time.perf_counter() - start > 60:
+                break
         t0 = time.perf_counter()
         # ---- the loop body, as a PyTorch user writes it
         logits = mlp(x)
@@ -122,7 +133,8 @@ def train(mlp, block, x, tokens, target, device, n, every, quiet=False):
             events.append((i, f"compile ({now - compiled})"))
             compiled = now
         if not quiet and ((i + 1) % max(1, n // 20) == 0 or i + 1 == n):
-            progress(i, n, times[-1] * 1e3, losses[-1] if losses else None)
+            progress(i, max(n, i + 1), times[-1] * 1e3, losses[-1] if losses else None)
+        i += 1
     t0 = time.perf_counter()
     sync(device, total)  # the last iteration's replay runs here
     times[-1] += time.perf_counter() - t0
@@ -197,9 +209,10 @@ def report(eager, times, events, every):
     leaving out the iterations that print)."""
     first = max(1, events[0][0] if events else 1)
     before = statistics.median(eager + times[:first])
-    half = len(times) // 2
+    # the second half of the loop, after the last plan landed
+    half = max(len(times) // 2, events[-1][0] + 1 if events else 0)
     steady = [t for i, t in enumerate(times) if i >= half and (i + 1) % every != 0]
-    after = statistics.median(steady or times[half:])
+    after = statistics.median(steady or times[half:] or times[-1:])
     print(f"per-iteration time before warmup (eager: {len(eager)} iterations with tracing off "
           f"+ the loop's first {first}): median {before * 1e3:.3f} ms")
     if events:

@@ -317,6 +317,9 @@ summary() {
 
 main() {
   step "unpack + environment" 120 setup_step
+  # The carried Python with kiln's environment, for commands after this script (probes):
+  # $KILN_DEB_ROOT/kiln-python3.11 (default /tmp/kilndeb/kiln-python3.11).
+  make_kiln_python >/dev/null
   if [[ "${KILN_GPU_STEPS:-all}" == script ]]; then  # KILN_GPU_SCRIPT under python3.11
     # shellcheck disable=SC2086  # the script and its arguments
     step "script (python3.11)" 300 py311 $KILN_GPU_SCRIPT
