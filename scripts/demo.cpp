@@ -22,6 +22,7 @@
 #include "runtime/error.h"
 #include "runtime/tensor.h"
 #include "tracer/api.h"
+#include "tracer/tracer.h"
 
 namespace {
 
@@ -151,9 +152,21 @@ void warmup_demo(Device dev, int iterations, int every) {
   kiln::tracer::set_enabled(true);
   kiln::tracer::reset();
   std::vector<double> times;
-  for (int i = 0; i < iterations; ++i) {
+  // Compiles run in the background while the loop goes on eagerly, so a plan may land
+  // after the iterations asked for (an NVRTC compile of the block takes about a second):
+  // the loop runs on until none is in flight and the last landed iterations / 2
+  // iterations ago (at most 60 s), so that the steady state below is one.
+  const double start = now_us();
+  int landed = -1;
+  bool was_busy = false;
+  for (int i = 0;; ++i) {
+    const bool busy = kiln::tracer::Tracer::current().compiles_in_flight() > 0;
+    if (was_busy && !busy) landed = i;  // installed at this iteration's walk
+    was_busy = busy;
+    if (i >= iterations && ((!busy && i - landed > iterations / 2) || now_us() - start > 60e6))
+      break;
     times.push_back(iteration(i));
-    if ((i + 1) % (iterations / 20) == 0) {
+    if (i < iterations && (i + 1) % (iterations / 20) == 0) {
       std::printf("\r  [%-20s] %d/%d  %8.3f ms/iter  loss %.4f",
                   std::string(20 * (i + 1) / iterations, '#').c_str(), i + 1, iterations,
                   times.back() * 1e-3, last_loss);
@@ -162,8 +175,9 @@ void warmup_demo(Device dev, int iterations, int every) {
   }
   kiln::tracer::flush();
   if (dev.is_cuda()) kiln::cuda_context::synchronize(dev.index);
-  std::vector<double> steady;
-  for (int i = iterations / 2; i < iterations; ++i)
+  std::vector<double> steady;  // the second half, after the last plan landed
+  const int n = static_cast<int>(times.size());
+  for (int i = std::max(n / 2, landed + 1); i < n; ++i)
     if ((i + 1) % every != 0) steady.push_back(times[i]);
   double before = median(eager), after = median(steady);
   std::printf(
