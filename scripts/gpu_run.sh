@@ -248,6 +248,8 @@ models_step() {
     tee "$OUT/models.txt"
 }
 
+# GPT's step losses, kiln traced against kiln eager, 50 steps, fp32 and bf16 autocast.
+loss_agreement_step() { py311 bench/models/loss_agreement.py --device cuda | tee "$OUT/loss_agreement.txt"; }
 # compute-sanitizer (scripts/gpu_sanitize.sh) on the CUDA gtests, one tool per step.
 sanitize_step() { bash scripts/gpu_sanitize.sh "$1"; }
 # The differential fuzzer with its CUDA legs (eager and NVRTC-compiled on the GPU, against
@@ -273,7 +275,7 @@ fuzz_cuda_step() {
 }
 
 export OUT G DEB_ROOT PY311 CUBLAS_DIR
-export -f kiln_env py311 sanitize_step fuzz_cuda_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
+export -f kiln_env py311 loss_agreement_step sanitize_step fuzz_cuda_step setup_step tests_step demo_step demo_py_step pytest_step bench_step \
   py_overhead_kiln_step py_overhead_torch_step gpu_workloads_step make_kiln_python training_step memory_step \
   models_step ab_step
 
@@ -369,6 +371,7 @@ main() {
   if [[ "${KILN_GPU_STEPS:-all}" == bench ]]; then  # the models table, then GPU workloads
     step "real models bench" "${KILN_GPU_MODELS_S:-400}" models_step
     step "GPU workloads" 300 gpu_workloads_step
+    step "GPT losses traced vs eager" 120 loss_agreement_step
     summary | tee "$SUMMARY"
     ((FAILED == 0))
     return
