@@ -1,18 +1,21 @@
 // The CUDA fused attention forward (FlashAttention-2's algorithm), free of kiln types
 // so that a standalone harness (bench/cuda/attention_harness.cu) compiles it too.
+// bfloat16 / float16 run the pipelined kernel of ops/cuda/attention_fwd16.cuh
+// (cp.async double buffering, ldmatrix, swizzled shared memory, 128 queries a block);
+// this file holds the shared helpers and the float32 kernel, described here.
 //
-// One block of 4 warps per (batch * head, 64 queries), the last query tiles (the most
-// work when causal) launched first; each warp owns 16 query rows. The block walks
-// 64-key tiles of K and V staged in shared memory (tiles past the diagonal
-// skipped when causal); S = Q K^T and O += P V run on tensor cores through mma.sync:
-// m16n8k16 with float accumulators for bfloat16 / float16, and for float32 m16n8k8 TF32
-// with the 3xTF32 split (x = hi + lo, hi*hi + hi*lo + lo*hi), which keeps float32
-// accuracy. Online softmax in the log2 domain: each thread keeps the running max of its
-// two rows (shared by the 4 threads of a quad through shuffles), rescales its output
-// accumulators by exp2(m_old - m_new) and sums exp2(s - m) into a per-thread partial
-// that the quad reduces once at the end. P reaches the second product straight from
-// the accumulator registers for 16-bit types (the C layout of two n8 tiles is the A
-// layout of one k16 step); for float32 it goes through shared memory.
+// float32: one block of 4 warps per (batch * head, 64 queries), the last query tiles
+// (the most work when causal) launched first; each warp owns 16 query rows. The block
+// walks 64-key tiles of K and V staged in shared memory (tiles past the diagonal
+// skipped when causal); S = Q K^T and O += P V run on tensor cores through mma.sync
+// m16n8k8 TF32 with the 3xTF32 split (x = hi + lo, hi*hi + hi*lo + lo*hi), which keeps
+// float32 accuracy. Online softmax in the log2 domain: each thread keeps the running max
+// of its two rows (shared by the 4 threads of a quad through shuffles), rescales its
+// output accumulators by exp2(m_old - m_new) and sums exp2(s - m) into a per-thread
+// partial that the quad reduces once at the end. P goes through shared memory to the
+// second product. (The kernel also instantiates for 16-bit types, m16n8k16 with P
+// straight from the accumulators: launch_forward_simple, the reference that
+// bench/cuda/attention_tune.cu checks the fwd16 kernel against.)
 //
 // Output: packed [batch * heads, L + R, D] (ops/attention_layout.h): rows [0, L) the
 // result, then the float logsumexp (natural log) of each query row at element L * D.
@@ -425,10 +428,16 @@ constexpr int forward_smem() {
          (sizeof(T) == 4 ? 4 * 16 * (kCols + 4) * 4 : 0);
 }
 
+}  // namespace attn
+
+#include "ops/cuda/attention_fwd16.cuh"  // needs the helpers above
+
+namespace attn {
+
 // Launches forward_kernel for batch * heads x ceil(L / 64) blocks on stream. Returns
 // the launch error (cudaFuncSetAttribute's first).
 template <class T, int D>
-cudaError_t launch_forward(const FwdParams& p, int batch, bool causal, cudaStream_t stream) {
+cudaError_t launch_forward_simple(const FwdParams& p, int batch, bool causal, cudaStream_t stream) {
   constexpr int smem = forward_smem<T, D>();
   const bool drop = p.dropout.p > 0.f;
   auto kernel =
@@ -439,6 +448,17 @@ cudaError_t launch_forward(const FwdParams& p, int batch, bool causal, cudaStrea
   const dim3 grid(static_cast<unsigned>(batch) * p.heads, (p.L + kRows - 1) / kRows);
   kernel<<<grid, kThreads, smem, stream>>>(p);
   return cudaGetLastError();
+}
+
+// The forward: float32 through launch_forward_simple, bfloat16 / float16 through
+// fwd16::launch, 64-key tiles; D = 64 with Q in registers, D = 128 with the lazy
+// rescale (the fastest measured on an H200: bench/cuda/attention_tune.cu).
+template <class T, int D>
+cudaError_t launch_forward(const FwdParams& p, int batch, bool causal, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 2)
+    return fwd16::launch<T, D, 64, D == 64, D == 128>(p, batch, causal, stream);
+  else
+    return launch_forward_simple<T, D>(p, batch, causal, stream);
 }
 
 }  // namespace attn
