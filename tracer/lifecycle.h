@@ -105,7 +105,11 @@ class TraceLifecycle {
 // repeated inside a larger step (a layer called six times in a step that a host read
 // ends). When a walk anchored at such a head ends at a host read, the head was false: it
 // is suspended (closes no loop as a head, so the step's walk runs through it to the
-// read) for the next `penalty` walks, and each new penalty doubles that.
+// read) for the next `penalty` walks, and each new penalty doubles that. A walk that runs
+// through a suspended head and reaches the maximum trace length instead of a host read
+// lifts the suspension (lift()): the head was a loop's after all (a loop that read the
+// host once and then runs on without reads: else its walks, each 8192 ops, would record
+// eagerly for 16 x 8192 ops before the suspension ran out).
 class HeadPenalty {
  public:
   static constexpr uint64_t kFirst = 16;  // walks
@@ -117,6 +121,7 @@ class HeadPenalty {
     suspended_until_ = now + penalty_;
     ++count_;
   }
+  void lift() { suspended_until_ = 0; }  // the penalty (for backoff) stays
   int count() const { return count_; }
   uint64_t penalty() const { return penalty_; }
 

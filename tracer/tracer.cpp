@@ -180,7 +180,11 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     const uint64_t key = close != LoopClose::No ? penalty_key(op) : 0;
     if (key != 0) {
       auto it = head_penalties_.find(key);
-      if (it != head_penalties_.end() && it->second.suspended(tree_.tick)) close = LoopClose::No;
+      if (it != head_penalties_.end() && it->second.suspended(tree_.tick)) {
+        close = LoopClose::No;
+        passed_suspended_head_ = key;
+        passed_suspended_tick_ = tree_.tick;
+      }
     }
     if (close == LoopClose::AtHead && helper_suspended(op.op)) close = LoopClose::No;
     if (close != LoopClose::No) {
@@ -224,6 +228,15 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       begin_walk(op, 0);
     }
     if (walk_.active() && walk_.node->depth >= config().max_trace_length) {
+      if (passed_suspended_head_ != 0 && passed_suspended_tick_ == tree_.tick) {
+        // Through a suspended head to the length limit, no host read: a loop head again.
+        head_penalties_[passed_suspended_head_].lift();
+        passed_suspended_head_ = 0;
+        log_line(kLogTrace, detail::cat("a walk through a suspended loop head reached ",
+                                        config().max_trace_length,
+                                        " ops without a host read: the head is a loop head "
+                                        "again"));
+      }
       const BreakCause too_long{BreakReason::TraceTooLong,
                                 std::to_string(config().max_trace_length)};
       end_walk(Boundary::Break, &too_long, current_site());

@@ -155,6 +155,9 @@ class Tracer final : public DispatchHook {
   WarmStart warm_;  // stored traces: loaded at new anchors, heads met mid-walk
   std::unordered_map<uint64_t, HeadPenalty> head_penalties_;    // by penalty_key
   std::unordered_map<uint64_t, HeadPenalty> helper_penalties_;  // by helper_key
+  // The suspended head the current walk last ran through (its penalty key), and the walk
+  // (tree_.tick): lifted if that walk reaches the maximum trace length (HeadPenalty::lift).
+  uint64_t passed_suspended_head_ = 0, passed_suspended_tick_ = 0;
   // The loop the current walk is a round of: a walk came round to its anchor and ended
   // (LoopClose::AtAnchor), and each later walk of the same anchor that did too. A loop
   // that comes round at most kMaxUnrolledRounds times between two host reads, in at most

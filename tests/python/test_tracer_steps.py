@@ -349,3 +349,40 @@ def test_an_inference_loop_without_host_reads_is_traced(rng):
     traced, (before, after) = program(True)
     np.testing.assert_allclose(traced, eager, rtol=1e-5, atol=1e-6)
     assert_steady(before, after)
+
+
+def test_a_loop_that_reads_the_host_once_then_runs_on_replays_again(rng):
+    # One host read in a loop that runs on without reads (a loss printed once): the read
+    # judged the loop's head false and suspended it for 16 walks; with no read to end
+    # them, each walk ran to the 8192-op limit, so the loop recorded eagerly for
+    # 16 x 8192 ops (py_overhead.py's lazy-replay lines: 16k of 710k ops recorded). A
+    # walk through a suspended head that reaches the limit lifts the suspension.
+    xs, ws = rng.standard_normal(6).astype(np.float32), rng.standard_normal(6).astype(np.float32)
+    x, w = kiln.tensor(xs), kiln.tensor(ws)
+
+    def body(x, w):
+        y = x * w + 1.0
+        y = y * w - x
+        return (y * y).sin() + w
+
+    def loop(n):
+        for _ in range(n):
+            y = body(x, w)
+        return y
+
+    want = np.sin((((xs * ws + 1.0) * ws - xs) ** 2)) + ws
+    kiln.reset()
+    kiln.set_tracing(True)
+    loop(50)
+    assert len(kiln.explain().traces) == 1, str(kiln.explain())
+    loop(10).sum().item()  # the one host read
+    recorded = kiln.explain().ops_recorded
+    y = loop(3000)  # at most one walk of 8192 ops records, then the loop replays
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+    mid = kiln.explain()
+    assert mid.ops_recorded - recorded <= 8192 + 16, str(mid)
+    y = loop(3000)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-5, atol=1e-6)
+    after = kiln.explain()
+    assert after.ops_recorded == mid.ops_recorded, str(after)
+    assert after.ops_replayed - mid.ops_replayed >= 3000 * 7 - 16, str(after)
