@@ -107,21 +107,28 @@ class TraceLifecycle {
 // is suspended (closes no loop as a head, so the step's walk runs through it to the
 // read) for the next `penalty` walks, and each new penalty doubles that. A walk that runs
 // through a suspended head and reaches the maximum trace length instead of a host read
-// lifts the suspension (lift()): the head was a loop's after all (a loop that read the
-// host once and then runs on without reads: else its walks, each 8192 ops, would record
-// eagerly for 16 x 8192 ops before the suspension ran out).
+// proves it a loop's head (lift()): a loop that read the host once and then runs on
+// without reads (else its walks, each 8192 ops, recorded eagerly for 16 x 8192 ops before
+// the suspension ran out). A proven head is not suspended by later host reads (a loop
+// synced now and then: else one 8192-op walk recorded after every read).
 class HeadPenalty {
  public:
   static constexpr uint64_t kFirst = 16;  // walks
   static constexpr uint64_t kMost = 1 << 14;
 
   bool suspended(uint64_t now) const { return now < suspended_until_; }
-  void penalize(uint64_t now) {
+  // Whether the head is suspended now (a proven head never is).
+  bool penalize(uint64_t now) {
+    ++count_;
+    if (proven_) return false;
     penalty_ = penalty_ == 0 ? kFirst : std::min(penalty_ * 2, kMost);
     suspended_until_ = now + penalty_;
-    ++count_;
+    return true;
   }
-  void lift() { suspended_until_ = 0; }  // the penalty (for backoff) stays
+  void lift() {
+    suspended_until_ = 0;
+    proven_ = true;
+  }
   int count() const { return count_; }
   uint64_t penalty() const { return penalty_; }
 
@@ -129,6 +136,7 @@ class HeadPenalty {
   uint64_t penalty_ = 0;
   uint64_t suspended_until_ = 0;
   int count_ = 0;
+  bool proven_ = false;  // lift(): walks through it reached the length limit
 };
 
 // Anchors whose walks never repeat (LuaJIT blacklists a trace start that keeps aborting;

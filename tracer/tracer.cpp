@@ -531,10 +531,10 @@ void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
   check_break_cause(cause, BreakPhase::Sync);
   if (!walk_.active() || walk_.in_boundary) return;
   const UserSite site = current_site(fallback);
-  // A walk anchored at a head found mid-walk ran into a host read: a false loop head.
-  if (walk_.anchor->head_key != 0) {
-    HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
-    penalty.penalize(tree_.tick);
+  // A walk anchored at a head found mid-walk ran into a host read: a false loop head
+  // (unless proven a loop's head, HeadPenalty::lift).
+  if (walk_.anchor->head_key != 0 && head_penalties_[walk_.anchor->head_key].penalize(tree_.tick)) {
+    const HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
     forget_endings(*walk_.anchor);
     const UserSite& head = walk_.anchor->lifecycle.site();
     if (const uint64_t helper = helper_key(head, walk_.anchor->first.op))
