@@ -70,12 +70,6 @@ cudaDataType_t cuda_type(DType d) {
 
 const char* epilogue_name(Epilogue e) {
   switch (e) {
-    case Epilogue::None:
-      return "DEFAULT";
-    case Epilogue::Relu:
-      return "RELU";
-    case Epilogue::Gelu:
-      return "GELU";
     case Epilogue::Bias:
       return "BIAS";
     case Epilogue::ReluBias:
@@ -85,17 +79,12 @@ const char* epilogue_name(Epilogue e) {
   }
 }
 
-bool has_bias(Epilogue e) {
-  return e == Epilogue::Bias || e == Epilogue::ReluBias || e == Epilogue::GeluBias;
-}
-
 struct LtMatmul::Impl {
   int device = 0;
   DeviceLt* lt = nullptr;
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
-  bool bias = false, accumulate = false;
   ~Impl() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -104,21 +93,15 @@ struct LtMatmul::Impl {
   }
 };
 
-LtMatmul::LtMatmul(int device, DType dtype, int64_t m, int64_t n, int64_t k, Epilogue epilogue,
-                   bool accumulate)
+LtMatmul::LtMatmul(int device, DType dtype, int64_t m, int64_t n, int64_t k, Epilogue epilogue)
     : impl_(std::make_unique<Impl>()) {
   Impl& x = *impl_;
   x.device = device;
-  x.bias = has_bias(epilogue);
-  x.accumulate = accumulate;
   x.lt = &device_lt(device);
   const cudaDataType_t t = cuda_type(dtype);
   check(cublasLtMatmulDescCreate(&x.op, CUBLAS_COMPUTE_32F, CUDA_R_32F),
         "cublasLtMatmulDescCreate");
-  const cublasLtEpilogue_t e = epilogue == Epilogue::None       ? CUBLASLT_EPILOGUE_DEFAULT
-                               : epilogue == Epilogue::Relu     ? CUBLASLT_EPILOGUE_RELU
-                               : epilogue == Epilogue::Gelu     ? CUBLASLT_EPILOGUE_GELU
-                               : epilogue == Epilogue::Bias     ? CUBLASLT_EPILOGUE_BIAS
+  const cublasLtEpilogue_t e = epilogue == Epilogue::Bias       ? CUBLASLT_EPILOGUE_BIAS
                                : epilogue == Epilogue::ReluBias ? CUBLASLT_EPILOGUE_RELU_BIAS
                                                                 : CUBLASLT_EPILOGUE_GELU_BIAS;
   check(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &e, sizeof(e)),
@@ -146,18 +129,15 @@ LtMatmul::LtMatmul(int device, DType dtype, int64_t m, int64_t n, int64_t k, Epi
 
 LtMatmul::~LtMatmul() = default;
 
-void LtMatmul::run(const void* a, const void* b, const void* bias, const void* c, void* y) const {
+void LtMatmul::run(const void* a, const void* b, const void* bias, void* y) const {
   const Impl& x = *impl_;
-  if (x.bias)
-    check(cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                         sizeof(bias)),
-          "bias pointer");
+  check(
+      cublasLtMatmulDescSetAttribute(x.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+      "bias pointer");
   const float one = 1.0f, zero = 0.0f;
   auto stream = static_cast<cudaStream_t>(cuda_context::stream(x.device));
-  // C has D's layout; without accumulate beta is 0 and C (= y) is not read.
-  check(cublasLtMatmul(x.lt->handle, x.op, &one, b, x.a, a, x.b, x.accumulate ? &one : &zero,
-                       x.accumulate ? c : y, x.d, y, x.d, &x.algo, x.lt->workspace, kWorkspace,
-                       stream),
+  check(cublasLtMatmul(x.lt->handle, x.op, &one, b, x.a, a, x.b, &zero, y, x.d, y, x.d, &x.algo,
+                       x.lt->workspace, kWorkspace, stream),
         "cublasLtMatmul");
 }
 

@@ -1,8 +1,7 @@
-// LtMatmul: y = act(a @ b [+ c] [+ bias]) as one cuBLASLt call, the bias and activation
-// done by the GEMM's epilogue (DEFAULT, RELU, GELU or their _BIAS forms; GELU is the tanh
-// form) and c, when `accumulate`, as cuBLASLt's C with beta 1 (c may be y itself), for
-// row-major contiguous a [M, K], b [K, N], bias [N], c and y [M, N] of one float dtype on
-// one CUDA device. float32 math (no TF32), like the eager matmul. The algorithm is chosen
+// LtMatmul: y = act(a @ b + bias) as one cuBLASLt call, the bias and activation done by
+// the GEMM's epilogue (BIAS, RELU_BIAS or GELU_BIAS, the tanh form of GELU), for
+// row-major contiguous a [M, K], b [K, N], bias [N] and y [M, N] of one float dtype on one
+// CUDA device. float32 math (no TF32), like the eager matmul. The algorithm is chosen
 // once, when the plan is made; run() enqueues on the device's kiln stream (so it can be
 // captured in a CUDA Graph) and throws std::runtime_error on failure.
 #pragma once
@@ -14,19 +13,16 @@
 
 namespace kiln::jit::cuda_backend {
 
-enum class Epilogue : uint8_t { None, Relu, Gelu, Bias, ReluBias, GeluBias };
-bool has_bias(Epilogue e);
+enum class Epilogue : uint8_t { Bias, ReluBias, GeluBias };
 const char* epilogue_name(Epilogue e);
 
 class LtMatmul {
  public:
-  LtMatmul(int device, DType dtype, int64_t m, int64_t n, int64_t k, Epilogue epilogue,
-           bool accumulate = false);
+  LtMatmul(int device, DType dtype, int64_t m, int64_t n, int64_t k, Epilogue epilogue);
   ~LtMatmul();
   LtMatmul(const LtMatmul&) = delete;
   LtMatmul& operator=(const LtMatmul&) = delete;
-  // bias: ignored unless has_bias(epilogue); c: unless accumulate.
-  void run(const void* a, const void* b, const void* bias, const void* c, void* y) const;
+  void run(const void* a, const void* b, const void* bias, void* y) const;
 
  private:
   struct Impl;

@@ -58,7 +58,7 @@ class CudaKernelBuild final : public KernelBuild {
       folds_ = fold_matmul_epilogues(program, plan);
       for (const auto& [s, f] : folds_)
         gemms_[s] = std::make_unique<LtMatmul>(device_.index, program.ops[f.matmul].meta.dtype, f.m,
-                                               f.n, f.k, f.epilogue, f.residual_add >= 0);
+                                               f.n, f.k, f.epilogue);
     } catch (const std::exception& e) {
       throw PassFailed(Pass::Epilogue, std::string("matmul epilogues left unfused: ") + e.what());
     }

@@ -155,14 +155,11 @@ class FusedCudaTrace final : public FusedTrace {
           continue;
         }
         if (auto f = folds_.find(static_cast<int>(s)); f != folds_.end()) {
-          // act(a @ b + residual + bias): the GEMM's operands stand in the call's inputs
-          // (an undefined tensor for a bias or residual not folded).
-          const FoldedMatmul& fm = f->second;
-          const TraceOp& mm = program_.ops[fm.matmul];
+          // a @ b + bias (+ act): the GEMM's operands stand in the call's inputs.
+          const TraceOp& mm = program_.ops[f->second.matmul];
           calls[s].inputs = {resolve(mm.inputs[0], externals, v),
                              resolve(mm.inputs[1], externals, v),
-                             fm.bias_add >= 0 ? resolve(fm.bias, externals, v) : Tensor(),
-                             fm.residual_add >= 0 ? resolve(fm.residual, externals, v) : Tensor()};
+                             resolve(f->second.bias, externals, v)};
         } else {
           calls[s] = call_for(i, externals, scalars, v);
         }
@@ -464,12 +461,10 @@ class FusedCudaTrace final : public FusedTrace {
   void run_library_step(int s, const OpCall& call, const Tensor& out) const {
     if (auto g = gemms_.find(s); g != gemms_.end()) {
       for (const Tensor& t : call.inputs)
-        if (t.defined() && !t.is_contiguous())  // the guards make this impossible
+        if (!t.is_contiguous())  // the guards make this impossible
           throw std::logic_error("[cuda jit] a folded GEMM operand is not contiguous");
-      auto ptr = [&](size_t q) -> const void* {
-        return call.inputs[q].defined() ? call.inputs[q].data_ptr() : nullptr;
-      };
-      g->second->run(ptr(0), ptr(1), ptr(2), ptr(3), out.data_ptr());
+      g->second->run(call.inputs[0].data_ptr(), call.inputs[1].data_ptr(),
+                     call.inputs[2].data_ptr(), out.data_ptr());
       return;
     }
     run_library_call(plan_.steps[s].op, call, out);

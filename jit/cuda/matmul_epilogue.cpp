@@ -2,8 +2,6 @@
 #include "jit/cuda/matmul_epilogue.h"
 
 #include <algorithm>
-#include <string>
-#include <vector>
 
 #include "jit/plan_passes.h"
 
@@ -55,85 +53,55 @@ std::map<int, FoldedMatmul> fold_matmul_epilogues(const TraceProgram& p, FusionP
         input_dtype(p, mm.inputs[1]) != dt || !contiguous_input(p, plan, mm.inputs[0]) ||
         !contiguous_input(p, plan, mm.inputs[1]))
       continue;
-    // The chain after it in the next group: adds of a bias ([N] or [1, N]) and of a
-    // residual ([M, N], cuBLASLt's C with beta 1), at most one of each, each the single
-    // reader of the value before it; then an activation. The epilogue applies
-    // act(a @ b + C + bias), which is the chain's value whatever the adds' order.
+    const int j = readers[m][0];
+    const TraceOp& add = p.ops[j];
+    if (add.op != OpId::Add || add.in_place || !add.scalar_kinds.empty() ||
+        add.inputs.size() != 2 || plan.step_of[j] != static_cast<int>(s) + 1 ||
+        add.meta.dtype != dt)
+      continue;
+    const bool mat_first =
+        add.inputs[0].kind == InputRef::Kind::Value && plan.canonical[add.inputs[0].index] == m;
+    const InputRef bias = mat_first ? add.inputs[1] : add.inputs[0];
+    const Dims& bsz = input_sizes(p, bias);
+    const int64_t cols = bs[1];
+    if (!(bsz == Dims{cols} || bsz == Dims{1, cols}) || input_dtype(p, bias) != dt ||
+        !contiguous_input(p, plan, bias))
+      continue;
+    if (bias.kind == InputRef::Kind::Value &&
+        plan.step_of[plan.canonical[bias.index]] > static_cast<int>(s))
+      continue;  // computed after the matmul's step
     FoldedMatmul f;
     f.matmul = m;
+    f.add = j;
+    f.bias = bias;
     f.m = as[0];
     f.k = as[1];
-    f.n = bs[1];
-    const Dims out_sizes{f.m, f.n};
-    auto before_step = [&](const InputRef& r) {  // an external, or computed before step s
-      return r.kind != InputRef::Kind::Value ||
-             plan.step_of[plan.canonical[r.index]] <= static_cast<int>(s);
-    };
-    int out = m;
-    while (readers[out].size() == 1 && !held(out) && f.activation < 0) {
-      const int j = readers[out][0];
-      const TraceOp& add = p.ops[j];
-      if (add.op != OpId::Add || add.in_place || !add.scalar_kinds.empty() ||
-          add.inputs.size() != 2 || plan.step_of[j] != static_cast<int>(s) + 1 ||
-          add.meta.dtype != dt)
-        break;
-      const bool out_first =
-          add.inputs[0].kind == InputRef::Kind::Value && plan.canonical[add.inputs[0].index] == out;
-      const InputRef other = out_first ? add.inputs[1] : add.inputs[0];
-      if (other.kind == InputRef::Kind::Value && plan.canonical[other.index] == out) break;
-      const Dims& osz = input_sizes(p, other);
-      if (input_dtype(p, other) != dt || !contiguous_input(p, plan, other) || !before_step(other))
-        break;
-      if (f.bias_add < 0 && (osz == Dims{f.n} || osz == Dims{1, f.n})) {
-        f.bias_add = j;
-        f.bias = other;
-      } else if (f.residual_add < 0 && osz == out_sizes) {
-        f.residual_add = j;
-        f.residual = other;
-      } else {
-        break;
-      }
-      out = j;
-    }
-    if (out == m) continue;  // no add folded: the matmul stays a plain library call
-    if (readers[out].size() == 1 && !held(out)) {
-      const int a = readers[out][0];
+    f.n = cols;
+    int out = j;
+    if (readers[j].size() == 1 && !held(j)) {
+      const int a = readers[j][0];
       const TraceOp& act = p.ops[a];
       const bool relu = act.op == OpId::Relu;
       const bool gelu = act.op == OpId::Gelu && act.attrs.approximate_tanh;
       if ((relu || gelu) && !act.in_place && plan.step_of[a] == static_cast<int>(s) + 1 &&
           act.meta.dtype == dt) {
         f.activation = a;
+        f.epilogue = relu ? Epilogue::ReluBias : Epilogue::GeluBias;
         out = a;
       }
     }
-    const bool bias = f.bias_add >= 0,
-               relu = f.activation >= 0 && p.ops[f.activation].op == OpId::Relu;
-    f.epilogue = f.activation < 0 ? (bias ? Epilogue::Bias : Epilogue::None)
-                 : relu           ? (bias ? Epilogue::ReluBias : Epilogue::Relu)
-                                  : (bias ? Epilogue::GeluBias : Epilogue::Gelu);
-    // Rewrite: the step writes `out`; the group loses the adds (and activation).
+    // Rewrite: the step writes `out`; the group loses the add (and activation).
     auto& ops = next.group.ops;
     ops.erase(std::remove_if(ops.begin(), ops.end(),
-                             [&](int i) {
-                               return i == f.bias_add || i == f.residual_add || i == f.activation;
-                             }),
+                             [&](int i) { return i == f.add || i == f.activation; }),
               ops.end());
     step.op = out;
-    for (int i : {m, f.bias_add, f.residual_add, f.activation})
-      if (i >= 0) plan.stored[i] = 0;
+    plan.stored[m] = 0;
+    plan.stored[j] = out == j;
     plan.stored[out] = 1;
-    std::string what = std::string("matmul v") + std::to_string(m);
-    std::vector<int> chain;  // in the trace's order, which is the chain's
-    for (int i : {f.bias_add, f.residual_add, f.activation})
-      if (i >= 0) chain.push_back(i);
-    std::sort(chain.begin(), chain.end());
-    for (int i : chain)
-      what += i == f.bias_add       ? " + bias"
-              : i == f.residual_add ? " + residual"
-                                    : " + " + std::string(op_name(p.ops[i].op));
-    plan.notes.push_back(what + ": one cuBLASLt GEMM with the " + epilogue_name(f.epilogue) +
-                         " epilogue" + (f.residual_add >= 0 ? " and C (beta 1)" : ""));
+    plan.notes.push_back(std::string("matmul v") + std::to_string(m) + " + bias" +
+                         (f.activation >= 0 ? std::string(" + ") + op_name(p.ops[out].op) : "") +
+                         ": one cuBLASLt GEMM with the " + epilogue_name(f.epilogue) + " epilogue");
     folded.push_back(f);
     folded_step.push_back(static_cast<int>(s));
   }
@@ -163,7 +131,7 @@ std::map<int, FoldedMatmul> fold_matmul_epilogues(const TraceProgram& p, FusionP
   for (size_t q = 0; q < folded.size(); ++q) {
     const int s = new_index[folded_step[q]];
     const FoldedMatmul& f = folded[q];
-    for (int i : {f.matmul, f.bias_add, f.residual_add, f.activation})
+    for (int i : {f.matmul, f.add, f.activation})
       if (i >= 0) plan.step_of[i] = s;
     out[s] = f;
   }
