@@ -105,16 +105,21 @@ def train(mlp, block, x, tokens, target, device, n, every, quiet=False):
     label) and the losses printed."""
     times, events, losses, compiled = [], [], [], 0
     in_flight = getattr(getattr(kiln, "_kiln", None), "_compiles_in_flight", lambda: 0)
-    start, i = time.perf_counter(), 0
+    start, i, landed, was_busy = time.perf_counter(), 0, -1, False
     while True:
+        # Compiles run in the background while the loop goes on eagerly, so a plan may
+        # land after the n iterations (a GPU trace's NVRTC compile takes about a second;
+        # 200 iterations of this loop take a tenth of that). A compile done is installed
+        # at its trace's next walk. The loop runs on until none is in flight and the last
+        # finished n // 2 iterations ago (at most 60 s), so that the steady state below
+        # is one.
+        busy = bool(in_flight())
+        if was_busy and not busy:
+            landed = i
+        was_busy = busy
         if i >= n:
-            # Compiles run in the background while the loop goes on eagerly, so a plan
-            # may land after the n iterations (a GPU trace's NVRTC compile takes about a
-            # second; 200 iterations of this loop take a tenth of that). The loop runs on
-            # until none is in flight and the last landed n // 2 iterations ago (at most
-            # 60 s), so that the steady state below is one.
-            last = events[-1][0] if events else -1
-            if (not in_flight() and i - last > n // 2) or time.perf_counter() - start > 60:
+            last = max(events[-1][0] if events else -1, landed)
+            if (not busy and i - last > n // 2) or time.perf_counter() - start > 60:
                 break
         t0 = time.perf_counter()
         # ---- the loop body, as a PyTorch user writes it
