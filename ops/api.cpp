@@ -69,8 +69,8 @@ std::array<int64_t, 2> default_stride(std::array<int64_t, 2> stride, std::array<
   return {stride[0] == 0 ? k[0] : stride[0], stride[1] == 0 ? k[1] : stride[1]};
 }
 
-Tensor pool(OpId op, const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
-            std::array<int64_t, 2> padding) {
+Tensor pool(OpId op, TensorList inputs, std::array<int64_t, 2> kernel,
+            std::array<int64_t, 2> stride, std::array<int64_t, 2> padding) {
   stride = default_stride(stride, kernel);
   OpAttrs a;
   for (int i = 0; i < 2; ++i) {
@@ -78,7 +78,7 @@ Tensor pool(OpId op, const Tensor& x, std::array<int64_t, 2> kernel, std::array<
     a.stride[i] = stride[i];
     a.padding[i] = padding[i];
   }
-  return dispatch(OpCall{op, {x}, {}, std::move(a)});
+  return dispatch(OpCall{op, std::move(inputs), {}, std::move(a)});
 }
 
 }  // namespace
@@ -333,11 +333,15 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
 
 Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                   std::array<int64_t, 2> padding) {
-  return pool(OpId::MaxPool2d, x, kernel, stride, padding);
+  return pool(OpId::MaxPool2d, {x}, kernel, stride, padding);
 }
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                   std::array<int64_t, 2> padding) {
-  return pool(OpId::AvgPool2d, x, kernel, stride, padding);
+  return pool(OpId::AvgPool2d, {x}, kernel, stride, padding);
+}
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& x, std::array<int64_t, 2> kernel,
+                           std::array<int64_t, 2> stride, std::array<int64_t, 2> padding) {
+  return pool(OpId::MaxPool2dBackward, {grad, x}, kernel, stride, padding);
 }
 
 Tensor im2col(const Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,

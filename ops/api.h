@@ -160,6 +160,10 @@ Tensor max_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
                   std::array<int64_t, 2> padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, std::array<int64_t, 2> kernel,
                   std::array<int64_t, 2> stride = {0, 0}, std::array<int64_t, 2> padding = {0, 0});
+// max_pool2d's gradient: grad (the pooled shape) to each window's first maximum of x.
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& x, std::array<int64_t, 2> kernel,
+                           std::array<int64_t, 2> stride = {0, 0},
+                           std::array<int64_t, 2> padding = {0, 0});
 
 // Sliding patches: im2col(x [N, C, H, W]) -> [N, C*kH*kW, oH*oW] (PyTorch's unfold),
 // positions outside x read pad_value; col2im is its adjoint (fold): patches summed back

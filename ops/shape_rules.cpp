@@ -298,8 +298,9 @@ OutputMeta infer_conv2d(const OpCall& c) {
 }
 
 OutputMeta infer_pool2d(const OpCall& c) {
-  check_input_count(c, 1, 1);
-  const Tensor& x = c.inputs[0];
+  const bool backward = c.op == OpId::MaxPool2dBackward;
+  check_input_count(c, backward ? 2 : 1, backward ? 2 : 1);
+  const Tensor& x = c.inputs[backward ? 1 : 0];
   KILN_CHECK(x.dim() == 3 || x.dim() == 4, ShapeError, "[", c.name(),
              "] expected input of rank 3 [C, H, W] or 4 [N, C, H, W], got shape ",
              dims_str(x.sizes()));
@@ -311,6 +312,17 @@ OutputMeta infer_pool2d(const OpCall& c) {
   Dims sizes = x.sizes();
   sizes[sizes.size() - 2] = pooled_size(c, x.size(-2), 0);
   sizes[sizes.size() - 1] = pooled_size(c, x.size(-1), 1);
+  if (backward) {  // grad has the pooled shape; dx has x's
+    const Tensor& grad = c.inputs[0];
+    KILN_CHECK(grad.sizes() == sizes, ShapeError, "[", c.name(), "] expected grad of shape ",
+               dims_str(sizes), " (the pooled input ", dims_str(x.sizes()), "), got ",
+               dims_str(grad.sizes()));
+    KILN_CHECK(grad.dtype() == x.dtype() && grad.device() == x.device(), ValueError, "[", c.name(),
+               "] expected grad and input of one dtype and device, got ", dtype_name(grad.dtype()),
+               " on ", grad.device().str(), " and ", dtype_name(x.dtype()), " on ",
+               x.device().str());
+    return contiguous_meta(x.sizes(), x.dtype(), x.device());
+  }
   return contiguous_meta(std::move(sizes), x.dtype(), x.device());
 }
 

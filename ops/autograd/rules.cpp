@@ -75,6 +75,8 @@ const BackwardRule& backward_rule(OpId op) {
     // (rules_lstm.cpp).
     case OpId::LstmLayer:
     case OpId::LstmBackward:
+    // Max pooling's gradient (rules_linalg.cpp): no higher-order gradients.
+    case OpId::MaxPool2dBackward:
       return kNone;
     default:
       return family_rule(op);

@@ -91,6 +91,9 @@ void run(const OpCall& call, const Tensor& out) {
 namespace kiln::cuda {
 
 void pool2d(const OpCall& call, const Tensor& out) {
+  // Max pooling's gradient on CUDA is the composite (ops/autograd/rules_linalg.cpp).
+  KILN_CHECK(call.op != OpId::MaxPool2dBackward, ValueError,
+             "[max_pool2d_backward] runs on the CPU only");
   cuda_impl::visit_floating(out.dtype(), call.name(),
                             [&](auto tag) { cuda_impl::run<decltype(tag)>(call, out); });
 }

@@ -261,6 +261,14 @@ Tensor pool2d_fn(const Tensor& x, const bp::object& kernel, const bp::object& st
   return Max ? kiln::max_pool2d(x, k, s, p) : kiln::avg_pool2d(x, k, s, p);
 }
 
+Tensor max_pool2d_backward_fn(const Tensor& grad, const Tensor& x, const bp::object& kernel,
+                              const bp::object& stride, const bp::object& padding) {
+  const char* op = "max_pool2d_backward";
+  const auto k = to_pair(kernel, op, "kernel_size");
+  const auto s = stride.is_none() ? std::array<int64_t, 2>{0, 0} : to_pair(stride, op, "stride");
+  return kiln::max_pool2d_backward(grad, x, k, s, to_pair(padding, op, "padding"));
+}
+
 Tensor im2col_fn(const Tensor& x, const bp::object& kernel, const bp::object& stride,
                  const bp::object& padding, double pad_value) {
   return kiln::im2col(x, to_pair(kernel, "im2col", "kernel_size"),
@@ -571,6 +579,9 @@ void register_ops() {
       (bp::arg("input"), bp::arg("kernel_size"), bp::arg("stride") = none, bp::arg("padding") = 0);
   bp::def("max_pool2d", &pool2d_fn<true>, pool_args);
   bp::def("avg_pool2d", &pool2d_fn<false>, pool_args);
+  bp::def("max_pool2d_backward", &max_pool2d_backward_fn,
+          (bp::arg("grad"), bp::arg("input"), bp::arg("kernel_size"), bp::arg("stride") = none,
+           bp::arg("padding") = 0));
   bp::def("im2col", &im2col_fn,
           (bp::arg("input"), bp::arg("kernel_size"), bp::arg("stride") = 1, bp::arg("padding") = 0,
            bp::arg("pad_value") = 0.0));

@@ -565,13 +565,17 @@ INSTANTIATE_TEST_SUITE_P(Ops, GradcheckJit, ::testing::Range<size_t>(0, grad_cas
 
 // Ops whose result carries no gradient (piecewise constant, integral or without inputs).
 const std::set<OpId>& non_differentiable() {
-  static const std::set<OpId> ops = {OpId::Eq,        OpId::Ne,           OpId::Lt,
-                                     OpId::Le,        OpId::Gt,           OpId::Ge,
-                                     OpId::Argmax,    OpId::Empty,        OpId::Full,
-                                     OpId::Arange,    OpId::Rand,         OpId::Randn,
-                                     OpId::Argsort,   OpId::Topk,         OpId::Multinomial,
-                                     OpId::Nonzero,   OpId::Attention,    OpId::AttentionBackward,
-                                     OpId::LstmLayer, OpId::LstmBackward, OpId::AllReduce};
+  static const std::set<OpId> ops = {OpId::Eq,          OpId::Ne,
+                                     OpId::Lt,          OpId::Le,
+                                     OpId::Gt,          OpId::Ge,
+                                     OpId::Argmax,      OpId::Empty,
+                                     OpId::Full,        OpId::Arange,
+                                     OpId::Rand,        OpId::Randn,
+                                     OpId::Argsort,     OpId::Topk,
+                                     OpId::Multinomial, OpId::Nonzero,
+                                     OpId::Attention,   OpId::AttentionBackward,
+                                     OpId::LstmLayer,   OpId::LstmBackward,
+                                     OpId::AllReduce,   OpId::MaxPool2dBackward};
   return ops;
 }
 

@@ -818,7 +818,37 @@ void matmul_rows(OpId op, std::vector<Row>& rows) {
   }
 }
 
+// max_pool2d_backward (grad, x): grad must have x's pooled shape and x's dtype; the
+// first NaN of a window takes its gradient.
+void pool_backward_rows(OpId op, std::vector<Row>& rows) {
+  const std::string b = bracket(op);
+  auto call = [op](const Tensor& grad, const Tensor& x) {
+    kiln::OpCall c{op, {grad, x}, {}, {}};
+    c.attrs.kernel[0] = c.attrs.kernel[1] = c.attrs.stride[0] = c.attrs.stride[1] = 2;
+    return kiln::dispatch(c);
+  };
+  rows.push_back(error_row<ShapeError>(op, "GradShape",
+                                       [call] {
+                                         call(f32({1, 1, 3, 2}), f32({1, 1, 4, 4}));
+                                       },
+                                       {b, "[1, 1, 2, 2]", "[1, 1, 3, 2]"}));
+  rows.push_back(
+      error_row<ValueError>(op, "GradDType",
+                            [call] {
+                              call(typed({1, 1, 2, 2}, DType::Float64), f32({1, 1, 4, 4}));
+                            },
+                            {b, "float64", "float32"}));
+  rows.push_back(ieee_row(
+      op, "FirstNaNTakesTheGradient",
+      [call] {
+        return call(make(Host({1, 1, 1, 1}, {5}), DType::Float32),
+                    make(Host({1, 1, 2, 2}, {1, kNaN, kNaN, kInf}), DType::Float32));
+      },
+      Host({1, 1, 2, 2}, {0, 5, 0, 0}), DType::Float32, tol_exact()));
+}
+
 void conv_pool_rows(OpId op, std::vector<Row>& rows) {
+  if (op == OpId::MaxPool2dBackward) return pool_backward_rows(op, rows);
   const std::string b = bracket(op);
   auto call = [op](const Tensor& x) {
     switch (op) {
