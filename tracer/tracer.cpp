@@ -284,7 +284,9 @@ Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tenso
     child->op.site = current_op_site();
     child->site_unknown = false;
   }
-  walk_.note_replayed_head(call, target, child->op, loops_allowed());
+  // (Only an op on external inputs alone can be a head: loops_allowed() is asked then.)
+  if (Walk::all_inputs_external(child->op))
+    walk_.note_replayed_head(call, target, child->op, loops_allowed());
   // An in-place op's write into *target waits for the compiled trace too: a read of any
   // memory before then (a host write into an input it reads) must run it first.
   if (target) lazy::tls_pending = true;

@@ -391,10 +391,7 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
 // replayed, growing by one parameter per step).
 void Walk::note_replayed_head(const OpCall& call, const Tensor* target, const TraceOp& edge,
                               bool loops_allowed) {
-  if (at_root() || !loops_allowed || edge.inputs.empty() || heads.size() >= 16) return;
-  for (const InputRef& r : edge.inputs)
-    if (r.kind != InputRef::Kind::External) return;
-  if (edge.in_place && edge.target.kind != InputRef::Kind::External) return;
+  if (at_root() || !loops_allowed || heads.size() >= 16 || !all_inputs_external(edge)) return;
   // A head is only compared (closes_loop: TraceOp::same_place, the scalars, the depth), so
   // it holds what same_place reads of the op described fresh (describe(..., true)): the
   // op, the call's attributes, its scalar kinds, its inputs numbered by first appearance,

@@ -168,6 +168,13 @@ struct Walk {
   };
   LoopClose closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                         const TraceOp& op, bool loops_allowed, Fresh* fresh = nullptr);
+  // Whether an op reads only external inputs, at least one (a head's first condition).
+  static bool all_inputs_external(const TraceOp& op) {
+    if (op.inputs.empty()) return false;
+    for (const InputRef& r : op.inputs)
+      if (r.kind != InputRef::Kind::External) return false;
+    return !op.in_place || op.target.kind == InputRef::Kind::External;
+  }
   // A replayed op notes itself as a head like closes_loop does for a recorded one.
   // (Only what closes_loop compares: no guards' contents, metadata or externals.)
   void note_replayed_head(const OpCall& call, const Tensor* target, const TraceOp& edge,
