@@ -150,10 +150,14 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     }
     new_externals.clear();
   }
+  // The op as described against the walk: `op`, or the fresh description closes_loop made
+  // when a loop closed (used in place: a TraceOp is costly to move).
   TraceOp op;
+  Walk::Fresh fresh;
+  TraceOp* described = &op;
   const SiteId site = current_op_site();
   if (walk_.mode == WalkMode::Idle) {
-    op = walk_.describe(call, meta, target, &new_externals, true);
+    walk_.describe_into(&op, call, meta, target, &new_externals, true);
     op.site = site;
     if (!target && is_varying_view(op, tree_.anchors)) {
       host_sites_.insert(site);  // from now on a host-side op (runs_on_host_side)
@@ -168,11 +172,10 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
     }
     begin_walk(op, 0);
   } else {
-    op = walk_.describe(call, meta, target, &new_externals, false);
+    walk_.describe_into(&op, call, meta, target, &new_externals, false);
     op.site = site;
     TraceNode* child = walk_.mode == WalkMode::Replay ? walk_.node->find_child(op) : nullptr;
     const bool continues = child && child->compiled_below > 0;
-    Walk::Fresh fresh;
     LoopClose close = continues
                           ? LoopClose::No
                           : walk_.closes_loop(call, meta, target, op, loops_allowed(), &fresh);
@@ -206,14 +209,14 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       if (fresh.set) {
         // closes_loop described it fresh: its inputs are all external to the ended walk
         // (none of its values), so ending it changed nothing the description reads.
-        op = std::move(fresh.op);
+        described = &fresh.op;
         new_externals = std::move(fresh.externals);
       } else {
         // Described again now that the ended walk's values exist (they may have been lazy).
         op = walk_.describe(call, meta, target, &new_externals, true);
         op.site = site;
       }
-      begin_walk(op, close == LoopClose::AtHead ? key : 0, round);
+      begin_walk(*described, close == LoopClose::AtHead ? key : 0, round);
       // (A head a compiled trace already starts at stays what it was.)
       if (close == LoopClose::AtHead && walk_.anchor->lifecycle.compiles() == 0)
         walk_.anchor->head_guessed = guessed;
@@ -243,13 +246,14 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
       new_externals.clear();
       op = walk_.describe(call, meta, target, &new_externals, true);
       op.site = site;
+      described = &op;
       begin_walk(op, 0);
     }
   }
 
   if (walk_.mode == WalkMode::Eager || walk_.mode == WalkMode::EagerSingle) return false;
   if (walk_.mode == WalkMode::Replay) {
-    TraceNode* child = walk_.node->find_child(op);
+    TraceNode* child = walk_.node->find_child(*described);
     if (child && child->compiled_below > 0) {
       Tensor value = replay_op(call, meta, target, child, new_externals);
       if (result) *result = value;
@@ -267,9 +271,9 @@ bool Tracer::handle(const OpCall& call, const OutputMeta& meta, const Tensor* ta
         }
       }
     }
-    side_exit(walk_, divergence(op));
+    side_exit(walk_, divergence(*described));
   }
-  Tensor value = record_op(call, meta, target, op, new_externals);
+  Tensor value = record_op(call, meta, target, *described, new_externals);
   if (result) *result = value;
   return true;
 }
@@ -280,7 +284,9 @@ Tensor Tracer::replay_op(const OpCall& call, const OutputMeta& meta, const Tenso
     child->op.site = current_op_site();
     child->site_unknown = false;
   }
-  walk_.note_replayed_head(call, meta, target, child->op, loops_allowed());
+  // (Only an op on external inputs alone can be a head: loops_allowed() is asked then.)
+  if (Walk::all_inputs_external(child->op))
+    walk_.note_replayed_head(call, target, child->op, loops_allowed());
   // An in-place op's write into *target waits for the compiled trace too: a read of any
   // memory before then (a host write into an input it reads) must run it first.
   if (target) lazy::tls_pending = true;

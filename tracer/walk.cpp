@@ -154,7 +154,13 @@ InputRef Walk::ref_for(const Tensor& t, bool fresh, TraceOp* op,
   for (size_t i = 0; i < new_externals->size() && alias < 0; ++i)
     if ((*new_externals)[i].impl()->storage.get() == storage)
       alias = base + static_cast<int32_t>(i);
-  op->new_guards.push_back(TensorGuard::of(t, alias));
+  // TensorGuard::of(t, alias), made in place (a guard is costly to move).
+  TensorGuard& guard = op->new_guards.emplace_back();
+  guard.dtype = t.dtype();
+  guard.device = t.device();
+  guard.sizes = t.sizes();
+  guard.strides = t.strides();
+  guard.alias_of = alias;
   new_externals->push_back(t);
   return InputRef{InputRef::Kind::External, base + static_cast<int32_t>(new_externals->size()) - 1};
 }
@@ -162,16 +168,25 @@ InputRef Walk::ref_for(const Tensor& t, bool fresh, TraceOp* op,
 TraceOp Walk::describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                        std::vector<Tensor>* new_externals, bool fresh) const {
   TraceOp op;
-  op.op = call.op;
-  op.attrs = call.attrs;
-  op.meta = meta;
-  for (const Tensor& in : call.inputs) op.inputs.push_back(ref_for(in, fresh, &op, new_externals));
-  for (const Scalar& s : call.scalars) op.scalar_kinds.push_back(s.kind());
-  if (target) {
-    op.in_place = true;
-    op.target = ref_for(*target, fresh, &op, new_externals);
-  }
+  describe_into(&op, call, meta, target, new_externals, fresh);
   return op;
+}
+
+void Walk::describe_into(TraceOp* op, const OpCall& call, const OutputMeta& meta,
+                         const Tensor* target, std::vector<Tensor>* new_externals,
+                         bool fresh) const {
+  op->op = call.op;
+  op->attrs = call.attrs;
+  op->meta = meta;
+  // Fresh, every input is a new external (but repeats): one allocation for them.
+  if (fresh && new_externals->empty())
+    new_externals->reserve(call.inputs.size() + (target ? 1 : 0));
+  for (const Tensor& in : call.inputs) op->inputs.push_back(ref_for(in, fresh, op, new_externals));
+  for (const Scalar& s : call.scalars) op->scalar_kinds.push_back(s.kind());
+  if (target) {
+    op->in_place = true;
+    op->target = ref_for(*target, fresh, op, new_externals);
+  }
 }
 
 void Walk::commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
@@ -343,16 +358,15 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
   for (const InputRef& r : op.inputs)
     if (r.kind != InputRef::Kind::External) return LoopClose::No;
   if (op.in_place && op.target.kind != InputRef::Kind::External) return LoopClose::No;
-  std::vector<Tensor> fresh_externals;
-  TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
+  // Closing, the fresh description is the next walk's first op: handed out, not redone
+  // (described in place: a TraceOp is costly to move).
+  Fresh local;
+  Fresh& out = fresh_out ? *fresh_out : local;
+  TraceOp& fresh = out.op;
+  describe_into(&fresh, call, meta, target, &out.externals, true);
   fresh.site = op.site;
-  // Closing, the fresh description is the next walk's first op: handed out, not redone.
   auto closes = [&](LoopClose close) {
-    if (fresh_out) {
-      fresh_out->set = true;
-      fresh_out->op = std::move(fresh);
-      fresh_out->externals = std::move(fresh_externals);
-    }
+    out.set = true;
     return close;
   };
   if (run_from > 1 && fresh.same_place(anchor->first) && scalars.size() >= call.scalars.size() &&
@@ -375,14 +389,44 @@ LoopClose Walk::closes_loop(const OpCall& call, const OutputMeta& meta, const Te
 // op where the recording closed its loop: the trace diverges there and recompiles one
 // head further each time (a training step's per-parameter optimizer updates never
 // replayed, growing by one parameter per step).
-void Walk::note_replayed_head(const OpCall& call, const OutputMeta& meta, const Tensor* target,
-                              const TraceOp& edge, bool loops_allowed) {
-  if (at_root() || !loops_allowed || edge.inputs.empty() || heads.size() >= 16) return;
-  for (const InputRef& r : edge.inputs)
-    if (r.kind != InputRef::Kind::External) return;
-  if (edge.in_place && edge.target.kind != InputRef::Kind::External) return;
+void Walk::note_replayed_head(const OpCall& call, const Tensor* target, const TraceOp& edge,
+                              bool loops_allowed) {
+  if (at_root() || !loops_allowed || heads.size() >= 16 || !all_inputs_external(edge)) return;
+  // A head is only compared (closes_loop: TraceOp::same_place, the scalars, the depth), so
+  // it holds what same_place reads of the op described fresh (describe(..., true)): the
+  // op, the call's attributes, its scalar kinds, its inputs numbered by first appearance,
+  // as many guards as distinct inputs (their contents unread), the site. The edge's
+  // references tell the distinct inputs apart: the walk gives one tensor one slot. A
+  // tensor without memory is left to describe, which refuses it as before.
+  for (const Tensor& in : call.inputs)
+    if (in.impl()->storage == nullptr) return note_head_described(call, target);
+  if (target && target->impl()->storage == nullptr) return note_head_described(call, target);
+  Head& head = heads.emplace_back();
+  TraceOp& op = head.op;
+  op.op = call.op;
+  op.attrs = call.attrs;
+  boost::container::small_vector<int32_t, 4> slots;  // the edge's slot of each fresh one
+  auto fresh_ref = [&](const InputRef& r) {
+    for (size_t j = 0; j < slots.size(); ++j)
+      if (slots[j] == r.index) return InputRef{InputRef::Kind::External, static_cast<int32_t>(j)};
+    slots.push_back(r.index);
+    op.new_guards.emplace_back();
+    return InputRef{InputRef::Kind::External, static_cast<int32_t>(slots.size()) - 1};
+  };
+  for (const InputRef& r : edge.inputs) op.inputs.push_back(fresh_ref(r));
+  for (const Scalar& s : call.scalars) op.scalar_kinds.push_back(s.kind());
+  if (target) {
+    op.in_place = true;
+    op.target = fresh_ref(edge.target);
+  }
+  op.site = current_op_site();
+  head.scalars.assign(call.scalars.begin(), call.scalars.end());
+  head.depth = node->depth + 1;
+}
+
+void Walk::note_head_described(const OpCall& call, const Tensor* target) {
   std::vector<Tensor> fresh_externals;
-  TraceOp fresh = describe(call, meta, target, &fresh_externals, true);
+  TraceOp fresh = describe(call, OutputMeta{}, target, &fresh_externals, true);
   fresh.site = current_op_site();
   heads.push_back({std::move(fresh), std::vector<Scalar>(call.scalars.begin(), call.scalars.end()),
                    node->depth + 1});

@@ -125,6 +125,9 @@ struct Walk {
   // The call as a TraceOp of this walk; fresh: as the first op of a new walk.
   TraceOp describe(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                    std::vector<Tensor>* new_externals, bool fresh) const;
+  // The same into *op, a default-constructed TraceOp (a TraceOp is costly to move).
+  void describe_into(TraceOp* op, const OpCall& call, const OutputMeta& meta, const Tensor* target,
+                     std::vector<Tensor>* new_externals, bool fresh) const;
   // Moves to `next` and appends a matched or recorded op's inputs, scalars and result;
   // exact_meta: the result has next's recorded metadata (Walk::exact).
   void commit(TraceNode* next, const OpCall& call, std::vector<Tensor>& new_externals,
@@ -157,6 +160,7 @@ struct Walk {
   // When it closes one at the anchor or at a head it noted, *fresh gets the op described
   // fresh (as the first op of a new walk, with its site) and *fresh_externals its
   // externals: what the walk that begins there describes again (see Fresh).
+  // *fresh must be as constructed (its op is described in place).
   struct Fresh {
     bool set = false;
     TraceOp op;
@@ -164,11 +168,20 @@ struct Walk {
   };
   LoopClose closes_loop(const OpCall& call, const OutputMeta& meta, const Tensor* target,
                         const TraceOp& op, bool loops_allowed, Fresh* fresh = nullptr);
+  // Whether an op reads only external inputs, at least one (a head's first condition).
+  static bool all_inputs_external(const TraceOp& op) {
+    if (op.inputs.empty()) return false;
+    for (const InputRef& r : op.inputs)
+      if (r.kind != InputRef::Kind::External) return false;
+    return !op.in_place || op.target.kind == InputRef::Kind::External;
+  }
   // A replayed op notes itself as a head like closes_loop does for a recorded one.
-  void note_replayed_head(const OpCall& call, const OutputMeta& meta, const Tensor* target,
-                          const TraceOp& edge, bool loops_allowed);
+  // (Only what closes_loop compares: no guards' contents, metadata or externals.)
+  void note_replayed_head(const OpCall& call, const Tensor* target, const TraceOp& edge,
+                          bool loops_allowed);
 
  private:
+  void note_head_described(const OpCall& call, const Tensor* target);
   InputRef ref_for(const Tensor& t, bool fresh, TraceOp* op,
                    std::vector<Tensor>* new_externals) const;
 };
