@@ -43,7 +43,7 @@ def train_step(fw, model, opt, x, y):
     return loss.item()
 
 
-def test_losses_equal_torch_while_compiling_and_after_the_swap(rng, background):
+def test_losses_equal_torch_while_compiling_and_after_the_swap(rng, background, capfd):
     shapes = [(32, 12), (32,), (3, 32), (3,)]
     arrays = [rng.standard_normal(s).astype(np.float32) * 0.3 for s in shapes]
     xs = rng.standard_normal((12, 16, 12)).astype(np.float32)
@@ -51,6 +51,7 @@ def test_losses_equal_torch_while_compiling_and_after_the_swap(rng, background):
     km, kopt = make_mlp(kiln, arrays)
     tm, topt = make_mlp(torch, arrays)
     replays, seen_in_flight, steps = [], False, 0
+    kiln.set_config(logs="trace")  # the install's log line says where the compile ran
     for i in range(400):
         b = i % len(xs)
         kl = train_step(kiln, km, kopt, kiln.from_numpy(xs[b]), kiln.from_numpy(ys[b]))
@@ -61,7 +62,11 @@ def test_losses_equal_torch_while_compiling_and_after_the_swap(rng, background):
         steps = i + 1
         if replays[-1] >= 5 and kiln._C._compiles_in_flight() == 0 and i >= 20:
             break
-    assert seen_in_flight, "no compile ran in the background"
+    kiln.set_config(logs=0)
+    # Sampled between steps, a compile in flight is seen unless it is quicker than a step
+    # on a busy machine; the log line of its install says where it ran in any case.
+    assert seen_in_flight or ", in the background) at " in capfd.readouterr().err, \
+        "no compile ran in the background"
     assert replays[-1] >= 5, kiln.explain().table()
     for p, q in zip(km.parameters(), tm.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=2e-4, atol=1e-5)
