@@ -128,5 +128,6 @@ def test_the_raw_op_and_its_errors(rng):
     assert_close(kiln.max_pool2d_backward(k(g), k(x), 3, 2, 1), tg, rtol=0, atol=0)
     with pytest.raises(kiln.ShapeError, match=r"\[max_pool2d_backward\] expected grad of shape"):
         kiln.max_pool2d_backward(kiln.zeros((2, 3, 3, 5), dtype=kiln.float64), k(x), 3, 2, 1)
-    with pytest.raises(kiln.KilnValueError, match=r"\[max_pool2d_backward\] expected grad and input"):
+    with pytest.raises(kiln.KilnValueError,
+                       match=r"\[max_pool2d_backward\] expected grad and input"):
         kiln.max_pool2d_backward(k(g).to(kiln.float32), k(x), 3, 2, 1)
