@@ -117,14 +117,12 @@ class HeadPenalty {
   static constexpr uint64_t kMost = 1 << 14;
 
   bool suspended(uint64_t now) const { return now < suspended_until_; }
-  // Whether the head is suspended now (a proven head never is).
-  bool penalize(uint64_t now) {
-    ++count_;
-    if (proven_) return false;
+  void penalize(uint64_t now) {
     penalty_ = penalty_ == 0 ? kFirst : std::min(penalty_ * 2, kMost);
     suspended_until_ = now + penalty_;
-    return true;
+    ++count_;
   }
+  bool proven() const { return proven_; }  // lift() ran: host reads penalize it no more
   void lift() {
     suspended_until_ = 0;
     proven_ = true;

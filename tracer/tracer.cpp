@@ -539,8 +539,9 @@ void Tracer::on_sync(const BreakCause& cause, const SourceSite& fallback) {
   const UserSite site = current_site(fallback);
   // A walk anchored at a head found mid-walk ran into a host read: a false loop head
   // (unless proven a loop's head, HeadPenalty::lift).
-  if (walk_.anchor->head_key != 0 && head_penalties_[walk_.anchor->head_key].penalize(tree_.tick)) {
-    const HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
+  if (walk_.anchor->head_key != 0 && !head_penalties_[walk_.anchor->head_key].proven()) {
+    HeadPenalty& penalty = head_penalties_[walk_.anchor->head_key];
+    penalty.penalize(tree_.tick);
     forget_endings(*walk_.anchor);
     const UserSite& head = walk_.anchor->lifecycle.site();
     if (const uint64_t helper = helper_key(head, walk_.anchor->first.op))

@@ -16,31 +16,10 @@
 #include <random>
 #include <vector>
 
+#include "bench/cuda/harness_common.cuh"
 #include "ops/cuda/attention_backward_tf32.cuh"
 
 namespace {
-
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
-
-float to_float(float x) { return x; }
-float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-float to_float(__half x) { return __half2float(x); }
-template <class T>
-T from_float(float x) {
-  if constexpr (sizeof(T) == 4)
-    return x;
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
-    return __float2bfloat16(x);
-  else
-    return __float2half(x);
-}
 
 template <class T, int D>
 void run_case(const char* name, int B, int H, int L, bool causal) {

@@ -12,28 +12,12 @@
 #include <random>
 #include <vector>
 
+#include "bench/cuda/harness_common.cuh"
 #include "ops/cuda/attention_kernels.cuh"
 
 namespace {
 
-#define CHECK(x)                                                                           \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
-
 using Launch = cudaError_t (*)(const attn::FwdParams&, int, bool, cudaStream_t);
-
-template <class T>
-float to_f(T x) {
-  if constexpr (std::is_same_v<T, __half>)
-    return __half2float(x);
-  else
-    return __bfloat162float(x);
-}
 
 template <class T, int D>
 void tune(int B, int H, int L, bool causal, const std::vector<std::pair<const char*, Launch>>& v) {
@@ -80,7 +64,7 @@ void tune(int B, int H, int L, bool causal, const std::vector<std::pair<const ch
       for (int i = 0; i < (L + R) * D; ++i) {
         const size_t e = static_cast<size_t>(bh) * (L + R) * D + i;
         if (i < L * D) {
-          err = std::max(err, double(std::fabs(to_f(hr[e]) - to_f(ho[e]))));
+          err = std::max(err, double(std::fabs(to_float(hr[e]) - to_float(ho[e]))));
         } else if (i < L * D + L * 2) {
           if (i % 2) continue;  // two 16-bit elements a float
           float x, y;
@@ -159,9 +143,9 @@ void check(int B, int H, int L, int S, bool causal, float drop) {
     const T* x = a.data() + static_cast<size_t>(bh) * (L + R + M) * D;
     const T* y = b.data() + static_cast<size_t>(bh) * (L + R + M) * D;
     for (int i = 0; i < L * D; ++i) {
-      if (std::isnan(to_f(y[i])) != std::isnan(to_f(x[i]))) ++nan;
-      err = std::max(err, double(std::fabs(to_f(x[i]) - to_f(y[i]))));
-      mag = std::max(mag, double(std::fabs(to_f(x[i]))));
+      if (std::isnan(to_float(y[i])) != std::isnan(to_float(x[i]))) ++nan;
+      err = std::max(err, double(std::fabs(to_float(x[i]) - to_float(y[i]))));
+      mag = std::max(mag, double(std::fabs(to_float(x[i]))));
     }
     for (int i = 0; i < L; ++i) {
       float u, w;

@@ -27,6 +27,20 @@ class BackgroundCompile : public TracerTest {
 
 int in_flight() { return tr::Tracer::current().compiles_in_flight(); }
 
+// The tracer's log lines written to `log` (a tmpfile set as config().log_file), read back;
+// the log goes to stderr and off again and the file is closed.
+std::string close_log(std::FILE* log) {
+  std::fflush(log);
+  std::rewind(log);
+  std::string text;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, log)) > 0;) text.append(buf, n);
+  tr::config().log_file = stderr;
+  tr::config().log_mask = 0;
+  std::fclose(log);
+  return text;
+}
+
 Tensor body(const Tensor& x, const Tensor& w) {
   Tensor y = kiln::tanh(x * w + 1.0);
   for (int i = 0; i < 6; ++i) y = kiln::sigmoid(y * 1.5 - x) * w;
@@ -160,14 +174,7 @@ TEST_F(BackgroundCompile, CudaTracesCompileInTheBackgroundAndEqualEager) {
     ASSERT_TRUE(all_close(y, ref, Tol{1e-4, 1e-5})) << "iteration " << i;  // 40 chained tanh
     if (i == 1) tr::wait_for_compiles();
   }
-  std::fflush(log);
-  std::rewind(log);
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, log)) > 0;) text.append(buf, n);
-  tr::config().log_file = stderr;
-  tr::config().log_mask = 0;
-  std::fclose(log);
+  const std::string text = close_log(log);
   EXPECT_NE(text.find("(nvrtc, "), std::string::npos) << text;
   EXPECT_NE(text.find(", in the background) at "), std::string::npos) << text;
   const tr::ExplainReport report = tr::explain();
@@ -208,14 +215,7 @@ TEST_F(BackgroundCompile, AFailedCompileIsReportedAndTheLoopStaysRight) {
       "-- abort: its compile failed ([test] the delayed backend's compile failed); it stays eager";
   EXPECT_NE(report.eager_anchors[0].find(message), std::string::npos) << report.eager_anchors[0];
   EXPECT_NE(report.table().find(message), std::string::npos) << report.table();
-  std::fflush(log);
-  std::rewind(log);
-  std::string text;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, log)) > 0;) text.append(buf, n);
-  tr::config().log_file = stderr;
-  tr::config().log_mask = 0;
-  std::fclose(log);
+  const std::string text = close_log(log);
   EXPECT_NE(text.find("[kiln] trace at "), std::string::npos) << text;
   EXPECT_NE(text.find(message), std::string::npos) << text;
 }
